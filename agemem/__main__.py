@@ -1,0 +1,3 @@
+from agemem.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,82 @@
+"""The `agemem` command line. Each subcommand takes ``--config FILE`` and ``key.sub=value`` overrides."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+
+import yaml
+
+from agemem.config import AgeMemConfig
+from agemem.configlib import ConfigError, load_config, to_dict
+
+
+def _add_config_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", help="YAML file overriding the built-in defaults (see configs/)")
+    parser.add_argument(
+        "overrides",
+        nargs="*",
+        metavar="key.sub=value",
+        help="dotted overrides applied after --config, e.g. env.context.filter_threshold=0.5",
+    )
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from agemem.demo import run_demo
+
+    run_demo(load_config(AgeMemConfig, args.config, args.overrides), out=args.out)
+    return 0
+
+
+def _cmd_config(args: argparse.Namespace) -> int:
+    config = load_config(AgeMemConfig, args.config, args.overrides)
+    sys.stdout.write(yaml.safe_dump(to_dict(config), sort_keys=False))
+    return 0
+
+
+def _cmd_tools(args: argparse.Namespace) -> int:
+    from agemem.prompts import system_prompt
+    from agemem.tools import schemas_json
+
+    sys.stdout.write((system_prompt(args.format) if args.system_prompt else schemas_json()) + "\n")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="agemem", description="Train LLM agents to manage their own memory (AgeMem).")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    handlers: dict[str, Callable[[argparse.Namespace], int]] = {}
+
+    demo = commands.add_parser("demo", help="run one scripted three-stage episode on a HotpotQA question")
+    _add_config_arguments(demo)
+    demo.add_argument("--out", help="also write the episode record (JSON) here")
+    handlers["demo"] = _cmd_demo
+
+    config = commands.add_parser("config", help="print the resolved configuration as YAML")
+    _add_config_arguments(config)
+    handlers["config"] = _cmd_config
+
+    tools = commands.add_parser("tools", help="print the six tool schemas (JSON lines) or the system prompt")
+    tools.add_argument("--system-prompt", action="store_true", help="print the full system prompt instead")
+    tools.add_argument("--format", choices=["agemem", "native"], default="agemem", help="tool format of the prompt")
+    handlers["tools"] = _cmd_tools
+
+    parser.set_defaults(handlers=handlers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 0
+    try:
+        return args.handlers[args.command](args)
+    except ConfigError as err:
+        parser.exit(2, f"agemem {args.command}: configuration error: {err}\n")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,364 @@
+"""MemoryEnv: LTM + STM + the six tools behind one ``step(model_text)``.
+
+One env is one episode's view. The heavy, shareable parts (encoder, tokenizer, the LTM
+store, the summarizer) live in :class:`EnvResources` and are built once; many envs share
+them, each with its own LTM ``scope`` (an independent memory bank).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from agemem.chat import ChatTemplateTokenCounter, TokenCounter, load_tokenizer
+from agemem.config import EnvConfig
+from agemem.context import Message, ShortTermContext, Summarizer
+from agemem.encoders import Encoder, build_encoder
+from agemem.ltm import DEFAULT_SCOPE, LongTermMemory, MemoryResult
+from agemem.prompts import system_prompt, template_tools
+from agemem.protocol import BAD_ARGUMENTS, UNKNOWN_TOOL, ParsedResponse, Violation, parse_response
+from agemem.summarizers import ChatGenerate, SummarizerError, build_summarizer
+from agemem.tools import ToolCall
+
+# Per-call problems already reach the agent as that call's error result; the rest get one
+# format-feedback message.
+_CALL_LEVEL = (UNKNOWN_TOOL, BAD_ARGUMENTS)
+FORMAT_HINT = (
+    'Reply with <think>…</think> then <tool_call>[{"name": …, "arguments": {…}}]</tool_call> or <answer>…</answer>.'
+)
+
+
+@dataclass
+class ToolResult:
+    name: str
+    ok: bool
+    payload: dict[str, Any]
+    """what the agent sees: ok, message, and tool-specific fields."""
+
+    def to_text(self) -> str:
+        return json.dumps({"tool": self.name, **self.payload}, ensure_ascii=False)
+
+
+@dataclass
+class MemoryOpRecord:
+    op: str
+    """add, update or delete."""
+    stage: int
+    step: int
+    ok: bool
+    memory_id: str | None
+    content: str
+    """the new content (add/update) or the deleted content; the attempted content when not ok."""
+    previous_content: str | None = None
+    """content before an update."""
+    error: str | None = None
+
+
+@dataclass
+class RetrievalRecord:
+    stage: int
+    step: int
+    query: str
+    top_k: int
+    memory_ids: list[str]
+    contents: list[str]
+    scores: list[float]
+
+
+@dataclass
+class SummaryRecord:
+    stage: int
+    step: int
+    span: str
+    replaced_contents: list[str]
+    summary: str
+
+
+@dataclass
+class FilterRecord:
+    stage: int
+    step: int
+    criteria: str
+    removed_contents: list[str]
+    similarities: list[float]
+
+
+@dataclass
+class StepRecord:
+    stage: int
+    step: int
+    prompt_tokens: int
+    """context tokens the model saw when it produced this step (chat template included)."""
+    tokens_after: int
+    """context tokens after the step's tool results were appended."""
+    tool_calls: list[str]
+    failed_calls: list[str]
+    violations: list[str]
+    answered: bool
+
+
+@dataclass
+class EpisodeStats:
+    """Everything later reward terms need to know about what the agent did."""
+
+    memory_ops: list[MemoryOpRecord] = field(default_factory=list)
+    retrievals: list[RetrievalRecord] = field(default_factory=list)
+    summaries: list[SummaryRecord] = field(default_factory=list)
+    filters: list[FilterRecord] = field(default_factory=list)
+    steps: list[StepRecord] = field(default_factory=list)
+    violations: list[dict[str, Any]] = field(default_factory=list)
+    tool_counts: Counter[str] = field(default_factory=Counter)
+    overflow: bool = False
+    first_overflow_step: int | None = None
+    max_context_tokens: int = 0
+
+    def ops(self, op: str, stage: int | None = None, ok: bool | None = True) -> list[MemoryOpRecord]:
+        return [
+            r
+            for r in self.memory_ops
+            if r.op == op and (stage is None or r.stage == stage) and (ok is None or r.ok == ok)
+        ]
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["tool_counts"] = dict(self.tool_counts)
+        return data
+
+
+@dataclass
+class StepResult:
+    parsed: ParsedResponse
+    tool_results: list[ToolResult]
+    done: bool
+    """an answer was given: the turn (and in Stage 3 the episode) is over."""
+    answer: str | None
+    prompt_tokens: int
+    tokens_after: int
+
+
+@dataclass
+class EnvResources:
+    """The shareable parts of an environment, built once per process."""
+
+    config: EnvConfig
+    encoder: Encoder
+    ltm: LongTermMemory
+    summarizer: Summarizer
+    token_counter: TokenCounter
+
+    @classmethod
+    def build(
+        cls,
+        config: EnvConfig,
+        *,
+        policy_generate: ChatGenerate | None = None,
+        encoder: Encoder | None = None,
+        tokenizer: Any = None,
+    ) -> EnvResources:
+        encoder = encoder or build_encoder(config.encoder)
+        tokenizer = tokenizer or load_tokenizer(config.context.tokenizer)
+        ltm = LongTermMemory(encoder, max_top_k=config.ltm.max_top_k, max_entry_chars=config.ltm.max_entry_chars)
+        return cls(
+            config,
+            encoder,
+            ltm,
+            build_summarizer(config.summarizer, policy_generate),
+            ChatTemplateTokenCounter(tokenizer),
+        )
+
+
+class MemoryEnv:
+    def __init__(self, resources: EnvResources, *, scope: str = DEFAULT_SCOPE):
+        self.resources = resources
+        self.config = resources.config
+        self.ltm = resources.ltm
+        self.scope = scope
+        self.tools = template_tools(self.config.tool_format)
+        self.context = ShortTermContext(system_prompt(self.config.tool_format, self.config.system_prompt))
+        self.stage = 1
+        self.stats = EpisodeStats()
+        self._step = 0
+
+    # ----------------------------------------------------------- episode flow
+    def set_stage(self, stage: int) -> None:
+        if stage not in (1, 2, 3):
+            raise ValueError(f"stage must be 1, 2 or 3, got {stage}")
+        self.stage = stage
+
+    def reset_context(self) -> None:
+        """Clear STM except the system prompt; LTM persists (between Stage 1 and Stage 2)."""
+        self.context.reset()
+
+    def add_user(self, text: str, *, kind: str = "chat", question: bool = False) -> Message:
+        """A user turn. ``question=True`` marks the live task question, which is protected."""
+        return self.context.append(
+            "user", text, stage=self.stage, kind="question" if question else kind, protected=question
+        )
+
+    def prompt_messages(self) -> list[dict[str, Any]]:
+        return self.context.as_chat()
+
+    def context_tokens(self) -> int:
+        return self.resources.token_counter.count(self.context.as_chat(), self.tools)
+
+    def step(self, model_text: str) -> StepResult:
+        """Parse, run every tool call in order, append results, report whether an answer ended the turn."""
+        self._step += 1
+        prompt_tokens = self._measure()
+        parsed = parse_response(model_text)
+        assistant = self.context.append(
+            "assistant", model_text if isinstance(model_text, str) else "", stage=self.stage, kind="action"
+        )
+        self.context.begin_step(assistant)
+        try:
+            results = [self._run(call) for call in parsed.tool_calls]
+            for result in results:
+                self.context.append("tool", result.to_text(), stage=self.stage, kind="tool_result", name=result.name)
+            done = parsed.answer is not None
+            feedback = [v for v in parsed.violations if v.kind not in _CALL_LEVEL]
+            if feedback and not done:
+                self.context.append("tool", _format_feedback(feedback), stage=self.stage, kind="format_error")
+        finally:
+            self.context.end_step()
+        tokens_after = self._measure()
+        self._record_step(parsed, results, prompt_tokens, tokens_after, done)
+        return StepResult(parsed, results, done, parsed.answer, prompt_tokens, tokens_after)
+
+    # ------------------------------------------------------------- tools
+    def _run(self, call: ToolCall) -> ToolResult:
+        self.stats.tool_counts[call.name] += 1
+        if not call.valid:
+            return ToolResult(call.name, False, {"ok": False, "message": call.error})
+        return getattr(self, f"_tool_{call.name}")(**call.arguments)
+
+    def _tool_Add_memory(
+        self, content: str, metadata: dict[str, Any] | None = None, memory_type: str | None = None
+    ) -> ToolResult:
+        metadata = dict(metadata or {})
+        metadata["memory_type"] = memory_type or metadata.get("memory_type", "general")
+        metadata.setdefault("source", "agent")
+        metadata["stage"] = self.stage  # authoritative: rewards score Stage-1 storage
+        result = self.ltm.add(content, metadata, scope=self.scope)
+        self._record_op(result, content)
+        return _memory_result("Add_memory", result)
+
+    def _tool_Update_memory(self, memory_id: str, content: str, metadata: dict[str, Any] | None = None) -> ToolResult:
+        old = self.ltm.get(memory_id, scope=self.scope)
+        result = self.ltm.update(memory_id, content, metadata, scope=self.scope)
+        self._record_op(result, content, previous=old.content if old else None)
+        return _memory_result("Update_memory", result)
+
+    def _tool_Delete_memory(self, memory_id: str, confirmation: bool) -> ToolResult:
+        if confirmation is not True:
+            message = 'deletion not confirmed: call Delete_memory again with "confirmation": true'
+            result = MemoryResult("delete", False, message=message)
+        else:
+            result = self.ltm.delete(memory_id, scope=self.scope)
+        self._record_op(result, "", memory_id=memory_id)
+        return _memory_result("Delete_memory", result)
+
+    def _tool_Retrieve_memory(
+        self, query: str, top_k: int | None = None, metadata_filter: dict[str, Any] | None = None
+    ) -> ToolResult:
+        top_k = top_k if top_k is not None else self.config.ltm.default_top_k
+        result = self.ltm.retrieve(query, top_k, metadata_filter, scope=self.scope)
+        if result.ok:
+            self.stats.retrievals.append(
+                RetrievalRecord(
+                    self.stage,
+                    self._step,
+                    query,
+                    top_k,
+                    [e.id for e in result.entries],
+                    [e.content for e in result.entries],
+                    result.scores,
+                )
+            )
+        return _memory_result("Retrieve_memory", result)
+
+    def _tool_Summary_context(self, span: str) -> ToolResult:
+        try:
+            outcome = self.context.summarize(span, self.resources.summarizer)
+        except SummarizerError as err:
+            return ToolResult("Summary_context", False, {"ok": False, "message": f"summary failed: {err}"})
+        if outcome is None:
+            message = "nothing to summarise: the span holds no messages that may be summarised"
+            return ToolResult("Summary_context", False, {"ok": False, "message": message})
+        summary, replaced = outcome
+        self.stats.summaries.append(
+            SummaryRecord(self.stage, self._step, span, [m.content for m in replaced], summary.content)
+        )
+        message = f"replaced {len(replaced)} message(s) with a summary"
+        return ToolResult("Summary_context", True, {"ok": True, "message": message, "summary": summary.content})
+
+    def _tool_Filter_context(self, criteria: str) -> ToolResult:
+        removed = self.context.filter(criteria, self.resources.encoder, self.config.context.filter_threshold)
+        self.stats.filters.append(
+            FilterRecord(
+                self.stage,
+                self._step,
+                criteria,
+                [m.content for m, _ in removed],
+                [s for _, s in removed],
+            )
+        )
+        previews = [m.content[:60] for m, _ in removed]
+        message = f"removed {len(removed)} message(s)" if removed else "no message matched the criteria closely enough"
+        return ToolResult("Filter_context", True, {"ok": True, "message": message, "removed": previews})
+
+    # ------------------------------------------------------------ records
+    def _record_op(
+        self, result: MemoryResult, content: str, previous: str | None = None, memory_id: str | None = None
+    ) -> None:
+        entry = result.entries[0] if result.entries else None
+        self.stats.memory_ops.append(
+            MemoryOpRecord(
+                op=result.op,
+                stage=self.stage,
+                step=self._step,
+                ok=result.ok,
+                memory_id=entry.id if entry else memory_id,
+                content=entry.content if entry else content,
+                previous_content=previous,
+                error=None if result.ok else result.message,
+            )
+        )
+
+    def _measure(self) -> int:
+        tokens = self.context_tokens()
+        stats = self.stats
+        stats.max_context_tokens = max(stats.max_context_tokens, tokens)
+        if tokens > self.config.context.max_context_tokens and not stats.overflow:
+            stats.overflow, stats.first_overflow_step = True, self._step
+        return tokens
+
+    def _record_step(
+        self, parsed: ParsedResponse, results: list[ToolResult], prompt_tokens: int, tokens_after: int, done: bool
+    ) -> None:
+        for violation in parsed.violations:
+            self.stats.violations.append({"stage": self.stage, "step": self._step, **asdict(violation)})
+        self.stats.steps.append(
+            StepRecord(
+                self.stage,
+                self._step,
+                prompt_tokens,
+                tokens_after,
+                [r.name for r in results],
+                [r.name for r in results if not r.ok],
+                parsed.violation_kinds(),
+                done,
+            )
+        )
+
+
+def _memory_result(name: str, result: MemoryResult) -> ToolResult:
+    return ToolResult(name, result.ok, result.to_observation())
+
+
+def _format_feedback(violations: list[Violation]) -> str:
+    problems = "; ".join(v.detail for v in violations)
+    return json.dumps(
+        {"tool": "format_check", "ok": False, "message": f"format error: {problems}. {FORMAT_HINT}"}, ensure_ascii=False
+    )

@@ -1,0 +1,214 @@
+"""Summary_context backends.
+
+* :class:`LLMSummarizer` asks a chat model (any ``ChatGenerate`` callable) to summarise: the
+  policy itself by default (the rollout driver passes its generate function), or an
+  OpenAI-compatible endpoint through :class:`OpenAIChatClient`.
+* :class:`ExtractiveSummarizer` keeps the lead sentence of each message: no model, for
+  offline demos and as a cheap baseline.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from agemem.config import SummarizerConfig
+from agemem.configlib import ConfigError
+from agemem.context import Message, Summarizer
+from agemem.protocol import parse_response
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+ChatGenerate = Callable[[list[dict[str, str]]], str]
+"""messages in chat format -> the assistant's reply text."""
+
+SUMMARY_INSTRUCTIONS = (
+    "You compress conversation history for an assistant whose context window is limited. "
+    "Rewrite the transcript below as a short, factual summary that keeps every name, number, "
+    "date, place and decision that could matter later, and drops small talk and repetition. "
+    "Write plain sentences; do not add facts that are not in the transcript."
+)
+
+
+class SummarizerError(RuntimeError):
+    """The summary backend failed; the agent sees this as a tool error."""
+
+
+def transcript(messages: list[Message]) -> str:
+    return "\n".join(f"{m.role}: {m.content}" for m in messages)
+
+
+class LLMSummarizer:
+    def __init__(self, generate: ChatGenerate, instructions: str = SUMMARY_INSTRUCTIONS):
+        self.generate = generate
+        self.instructions = instructions
+
+    def summarize(self, messages: list[Message]) -> str:
+        prompt = [
+            {"role": "system", "content": self.instructions},
+            {"role": "user", "content": f"Transcript:\n{transcript(messages)}\n\nSummary:"},
+        ]
+        text = self.generate(prompt).strip()
+        if not text:
+            raise SummarizerError("the summary model returned an empty summary")
+        return text
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+class ExtractiveSummarizer:
+    """One line per message: its lead sentence (tool results: their message and memories)."""
+
+    def __init__(self, max_chars: int = 2000, max_line_chars: int = 240):
+        self.max_chars = max_chars
+        self.max_line_chars = max_line_chars
+
+    def summarize(self, messages: list[Message]) -> str:
+        lines = []
+        for m in messages:
+            lead = _lead_text(m)
+            if lead:
+                lines.append(f"- {m.role}: {lead[: self.max_line_chars]}")
+        text = "\n".join(lines) or "- (nothing of note)"
+        return text if len(text) <= self.max_chars else text[: self.max_chars - 3] + "..."
+
+
+def _lead_text(message: Message) -> str:
+    content = message.content.strip()
+    if message.role == "tool":
+        try:
+            payload = json.loads(content)
+        except json.JSONDecodeError:
+            payload = None
+        if isinstance(payload, dict):
+            memories = [m.get("content", "") for m in payload.get("memories", []) if isinstance(m, dict)]
+            content = "; ".join([str(payload.get("message", "")), *memories])
+    elif message.role == "assistant":
+        parsed = parse_response(content)
+        called = ", ".join(c.name for c in parsed.tool_calls)
+        content = parsed.answer or (f"(used {called})" if called else "")
+    content = re.sub(r"\s+", " ", content).strip()
+    return _SENTENCE_END.split(content, maxsplit=1)[0]
+
+
+class OpenAIChatClient:
+    """``ChatGenerate`` over an OpenAI-compatible ``/chat/completions`` endpoint, with retries."""
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        api_key: str | None = None,
+        max_tokens: int = 512,
+        temperature: float = 0.0,
+        timeout_s: float = 60.0,
+        retries: int = 3,
+        backoff_s: float = 1.0,
+    ):
+        self.url = base_url.rstrip("/") + "/chat/completions"
+        self.model = model
+        self.api_key = api_key
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+        self.timeout_s = timeout_s
+        self.retries = retries
+        self.backoff_s = backoff_s
+
+    def __call__(self, messages: list[dict[str, str]]) -> str:
+        body = json.dumps(
+            {
+                "model": self.model,
+                "messages": messages,
+                "max_tokens": self.max_tokens,
+                "temperature": self.temperature,
+            }
+        ).encode()
+        headers = {"Content-Type": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        last_error = ""
+        for attempt in range(self.retries):
+            if attempt:
+                time.sleep(self.backoff_s * 2 ** (attempt - 1))
+            request = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
+            try:
+                with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+                    payload = json.loads(response.read())
+                return str(payload["choices"][0]["message"]["content"] or "")
+            except urllib.error.HTTPError as err:
+                last_error = f"HTTP {err.code}: {err.read()[:200].decode(errors='replace')}"
+                if 400 <= err.code < 500 and err.code != 429:  # a client error will not fix itself
+                    break
+            except (urllib.error.URLError, TimeoutError, ConnectionError) as err:
+                last_error = f"{type(err).__name__}: {err}"
+            except (KeyError, IndexError, TypeError, json.JSONDecodeError) as err:
+                last_error = f"unexpected response shape ({err!r})"
+        raise SummarizerError(f"summary endpoint {self.url} failed after {attempt + 1} attempt(s): {last_error}")
+
+
+class TransformersChatGenerator:
+    """``ChatGenerate`` from a local transformers model (the policy, when summarising with it)."""
+
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        tokenizer: PreTrainedTokenizerBase,
+        *,
+        max_new_tokens: int = 512,
+        temperature: float = 0.0,
+    ):
+        self.model = model
+        self.tokenizer = tokenizer
+        self.max_new_tokens = max_new_tokens
+        self.temperature = temperature
+
+    def __call__(self, messages: list[dict[str, str]]) -> str:
+        import torch
+
+        from agemem.chat import encode_chat
+
+        prompt_ids = encode_chat(self.tokenizer, messages)
+        input_ids = torch.tensor([prompt_ids], device=self.model.device)
+        sampling: dict[str, Any] = {"do_sample": self.temperature > 0}
+        if self.temperature > 0:
+            sampling["temperature"] = self.temperature
+        with torch.no_grad():
+            output = self.model.generate(
+                input_ids,
+                attention_mask=torch.ones_like(input_ids),
+                max_new_tokens=self.max_new_tokens,
+                pad_token_id=self.tokenizer.pad_token_id,
+                **sampling,
+            )
+        return self.tokenizer.decode(output[0, len(prompt_ids) :], skip_special_tokens=True)
+
+
+def build_summarizer(config: SummarizerConfig, policy_generate: ChatGenerate | None = None) -> Summarizer:
+    if config.backend == "extractive":
+        return ExtractiveSummarizer(config.max_summary_chars)
+    if config.backend == "openai":
+        client = OpenAIChatClient(
+            config.base_url,
+            config.model,
+            api_key=os.environ.get(config.api_key_env),
+            max_tokens=config.max_tokens,
+            temperature=config.temperature,
+            timeout_s=config.timeout_s,
+            retries=config.retries,
+        )
+        return LLMSummarizer(client)
+    if policy_generate is None:
+        raise ConfigError(
+            "summarizer.backend=policy needs the policy's generate function (the rollout driver passes it); "
+            "standalone, set summarizer.backend=openai (with model=...) or summarizer.backend=extractive"
+        )
+    return LLMSummarizer(policy_generate)

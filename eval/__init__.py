@@ -1,0 +1,1 @@
+"""Evaluation harnesses: HotpotQA, ALFWorld and the streaming memory-management benchmarks."""

@@ -1,0 +1,1 @@
+"""Judges and the composite reward terms (task, context, memory, penalties)."""

@@ -1,0 +1,74 @@
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from agemem.cli import main
+
+
+def test_help_lists_the_subcommands(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["--help"])
+    assert info.value.code == 0
+    out = capsys.readouterr().out
+    assert all(name in out for name in ("demo", "config", "tools"))
+
+
+def test_config_prints_resolved_yaml_with_overrides(capsys):
+    assert main(["config", "env.context.filter_threshold=0.42"]) == 0
+    printed = yaml.safe_load(capsys.readouterr().out)
+    assert printed["env"]["context"]["filter_threshold"] == 0.42
+
+
+def test_bad_override_exits_2_with_the_reason(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["config", "env.context.filter_threshold=2"])
+    assert info.value.code == 2
+    assert "configuration error: env.context.filter_threshold=2.0 is a cosine similarity" in capsys.readouterr().err
+
+
+def test_tools_prints_schemas(capsys):
+    assert main(["tools"]) == 0
+    assert len(capsys.readouterr().out.strip().splitlines()) == 6
+
+
+def test_demo_runs_a_full_episode_on_real_hotpotqa(tmp_path, capsys):
+    record_path = tmp_path / "demo.json"
+    assert main(["demo", "--out", str(record_path)]) == 0
+    record = json.loads(record_path.read_text())
+    stats = record["stats"]
+    assert record["answer"] == record["gold"] == "Gesellschaft mit beschränkter Haftung"
+    adds = [op for op in stats["memory_ops"] if op["op"] == "add"]
+    assert len(adds) == 2 and all(op["ok"] and op["stage"] == 1 for op in adds)
+    assert len(stats["filters"]) == 1 and len(stats["filters"][0]["removed_contents"]) == 1
+    assert len(stats["summaries"]) == 1 and stats["summaries"][0]["span"] == "all"
+    (retrieval,) = stats["retrievals"]
+    assert any("GmbH" in content for content in retrieval["contents"])
+    assert stats["violations"] == [] and not stats["overflow"]
+    assert "Stage 3 · answer" in capsys.readouterr().out
+
+
+def test_demo_rejects_an_out_of_range_example(capsys):
+    with pytest.raises(SystemExit):
+        main(["demo", "demo.example=500"])
+    assert "demo.example=500 is out of range" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(shutil.which("agemem") is None, reason="console script not installed (pip install -e .)")
+def test_console_script_is_installed():
+    out = subprocess.run(["agemem", "--help"], capture_output=True, text=True, check=True).stdout
+    assert "demo" in out
+
+
+def test_importing_the_packages_loads_no_heavy_libraries():
+    """No import-time side effects: torch / transformers / sentence-transformers load on first use."""
+    code = (
+        "import sys, agemem, agemem.env, agemem.cli, agemem.demo, rollouts, rewards, train, eval; "
+        "heavy = [m for m in ('torch', 'transformers', 'sentence_transformers') if m in sys.modules]; "
+        "print(heavy)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

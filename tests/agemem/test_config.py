@@ -1,0 +1,74 @@
+from pathlib import Path
+
+import pytest
+
+from agemem.config import AgeMemConfig, EnvConfig
+from agemem.configlib import ConfigError, from_dict, load_config, parse_override
+
+CONFIGS = sorted((Path(__file__).parents[2] / "configs").glob("*.yaml"))
+
+
+def test_defaults_are_the_paper_settings():
+    config = load_config(AgeMemConfig)
+    assert config.env.context.max_context_tokens == 8192
+    assert config.env.context.filter_threshold == 0.6
+    assert config.env.ltm.default_top_k == 3
+    assert config.env.tool_format == "agemem"
+
+
+def test_yaml_then_dotted_overrides(tmp_path):
+    path = tmp_path / "run.yaml"
+    path.write_text("env:\n  context:\n    filter_threshold: 0.7\n  ltm:\n    max_top_k: 10\n")
+    config = load_config(AgeMemConfig, path, ["env.context.filter_threshold=0.5", "env.summarizer.backend=extractive"])
+    assert config.env.context.filter_threshold == 0.5  # the CLI wins over the file
+    assert config.env.ltm.max_top_k == 10
+    assert config.env.summarizer.backend == "extractive"
+    assert config.env.encoder.batch_size == 64  # untouched fields keep their defaults
+
+
+@pytest.mark.parametrize(
+    ("override", "value"),
+    [("a.b=1", 1), ("a.b=0.5", 0.5), ("a.b=true", True), ("a.b=[1, 2]", [1, 2]), ("a.b=x y", "x y")],
+)
+def test_override_values_are_parsed_as_yaml(override, value):
+    assert parse_override(override) == ("a.b", value)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["env.context.filter_treshold=0.5"], "did you mean 'env.context.filter_threshold'"),
+        (["env.context.filter_threshold=high"], "env.context.filter_threshold must be a number"),
+        (["env.context.filter_threshold=1.5"], "env.context.filter_threshold=1.5 is a cosine similarity"),
+        (["env.tool_format=xml"], "env.tool_format='xml' is not allowed; choose one of 'agemem', 'native'"),
+        (["env.ltm.default_top_k=0"], "env.ltm.default_top_k=0 must be in [1, max_top_k=20]"),
+        (["env.ltm.default_top_k=true"], "env.ltm.default_top_k must be an integer"),
+        (["env.summarizer.backend=openai"], "backend=openai needs model="),
+        (["env.context=3"], "env.context must be a mapping"),
+        (["env.context.filter_threshold"], "must look like key.sub=value"),
+    ],
+)
+def test_bad_values_name_the_key_and_the_fix(overrides, message):
+    with pytest.raises(ConfigError) as info:
+        load_config(AgeMemConfig, None, overrides)
+    assert message in str(info.value)
+
+
+def test_missing_and_malformed_files(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(AgeMemConfig, tmp_path / "nope.yaml")
+    (tmp_path / "bad.yaml").write_text("env: [unclosed")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(AgeMemConfig, tmp_path / "bad.yaml")
+    (tmp_path / "list.yaml").write_text("- 1\n- 2\n")
+    with pytest.raises(ConfigError, match="mapping at top level"):
+        load_config(AgeMemConfig, tmp_path / "list.yaml")
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=[p.name for p in CONFIGS])
+def test_shipped_configs_load(path):
+    assert isinstance(load_config(AgeMemConfig, path), AgeMemConfig)
+
+
+def test_from_dict_builds_a_section_directly():
+    assert from_dict(EnvConfig, {"tool_format": "native"}).tool_format == "native"
