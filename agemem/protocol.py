@@ -198,9 +198,9 @@ def decode_json_values(text: str) -> tuple[list[Any], Violation | None]:
     return values, None
 
 
-def nesting_depth(text: str) -> int:
-    """Deepest bracket nesting outside JSON strings."""
-    depth = deepest = 0
+def _brackets_outside_strings(text: str) -> tuple[str, bool]:
+    """The bracket characters of ``text`` that lie outside JSON strings, and whether it ends inside one."""
+    brackets: list[str] = []
     in_string = escaped = False
     for char in text:
         if in_string:
@@ -212,11 +212,17 @@ def nesting_depth(text: str) -> int:
                 in_string = False
         elif char == '"':
             in_string = True
-        elif char in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif char in "]}":
-            depth -= 1
+        elif char in "[]{}":
+            brackets.append(char)
+    return "".join(brackets), in_string
+
+
+def nesting_depth(text: str) -> int:
+    """Deepest bracket nesting outside JSON strings."""
+    depth = deepest = 0
+    for char in _brackets_outside_strings(text)[0]:
+        depth += 1 if char in "[{" else -1
+        deepest = max(deepest, depth)
     return deepest
 
 
@@ -227,21 +233,12 @@ def recover_truncated_json(text: str) -> Any | None:
     key with no value, with mismatched brackets, or when nothing was left open. A trailing
     comma or an opener with nothing inside (``[{``) is dropped before closing.
     """
+    brackets, in_string = _brackets_outside_strings(text)
     stack: list[str] = []
-    in_string = escaped = False
-    for char in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char in "[{":
+    for char in brackets:
+        if char in "[{":
             stack.append(char)
-        elif char in "]}" and (not stack or "[{"["]}".index(char)] != stack.pop()):
+        elif not stack or "[{"["]}".index(char)] != stack.pop():
             return None  # mismatched bracket: not a simple truncation
     if in_string or not stack or text[-1:].isdigit():  # a number at the cut may have had more digits
         return None
