@@ -48,22 +48,28 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def parse_override(text: str) -> tuple[str, Any]:
-    """``"env.context.filter_threshold=0.5"`` → ``("env.context.filter_threshold", 0.5)``.
+class CliText(str):
+    """An override's value as typed: parsed as YAML for typed fields, kept verbatim for string fields.
 
-    The value is parsed as YAML so numbers, booleans, lists and null work as expected.
+    YAML 1.1 would turn ``model=0123`` into 83 and ``prompt=Answer: briefly`` into a mapping.
     """
+
+    def as_yaml(self) -> Any:
+        try:
+            return yaml.safe_load(self) if self.strip() else ""
+        except yaml.YAMLError:
+            return str(self)
+
+
+def parse_override(text: str) -> tuple[str, CliText]:
+    """``"env.context.filter_threshold=0.5"`` → ``("env.context.filter_threshold", CliText("0.5"))``."""
     if "=" not in text:
         raise ConfigError(f"override {text!r} must look like key.sub=value")
     key, _, value_text = text.partition("=")
     key = key.strip().lstrip("-")
     if not key:
         raise ConfigError(f"override {text!r} has an empty key")
-    try:
-        value = yaml.safe_load(value_text) if value_text.strip() else ""
-    except yaml.YAMLError:
-        value = value_text  # a plain string YAML cannot parse (e.g. "a: b: c") is taken verbatim
-    return key, value
+    return key, CliText(value_text)
 
 
 def set_dotted(tree: dict[str, Any], dotted: str, value: Any) -> None:
@@ -116,13 +122,16 @@ def to_dict(instance: Any) -> dict[str, Any]:
 
 def _coerce(annotation: Any, value: Any, key: str) -> Any:
     origin = get_origin(annotation)
+    if isinstance(value, CliText):
+        literal_strings = origin is Literal and str(value) in get_args(annotation)
+        value = str(value) if annotation is str or literal_strings else value.as_yaml()
     if annotation is Any:
         return value
     if dataclasses.is_dataclass(annotation):
         return from_dict(annotation, value, f"{key}.")
     if origin is Literal:
         choices = get_args(annotation)
-        if value not in choices:
+        if not any(value == c and type(value) is type(c) for c in choices):  # True is not 1
             raise ConfigError(f"{key}={value!r} is not allowed; choose one of {', '.join(map(repr, choices))}")
         return value
     if origin in (Union, types.UnionType):
@@ -157,13 +166,18 @@ def _coerce(annotation: Any, value: Any, key: str) -> Any:
             raise ConfigError(f"{key} must be an integer, got {value!r}")
         return value
     if annotation is float:
+        if isinstance(value, str):  # YAML 1.1 reads 1e-3 as a string
+            try:
+                return float(value)
+            except ValueError:
+                pass
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{key} must be a number, got {value!r}")
         return float(value)
     if annotation is str:
-        if not isinstance(value, (str, int, float)) or isinstance(value, bool):
-            raise ConfigError(f"{key} must be a string, got {value!r}")
-        return str(value)
+        if not isinstance(value, str):
+            raise ConfigError(f'{key} must be a string, got {value!r}; quote it in YAML (e.g. "0123")')
+        return value
     if isinstance(annotation, type) and not isinstance(value, annotation):
         raise ConfigError(f"{key} must be {annotation.__name__}, got {value!r}")
     return value

@@ -40,7 +40,14 @@ def load_demo_question(path: str, index: int) -> DemoQuestion:
     file = Path(resolve(path))
     if not file.is_file():
         raise ConfigError(f"demo.data={path!r}: no such file; give a HotpotQA JSON file (official format)")
-    records = json.loads(file.read_text())
+    try:
+        records = json.loads(file.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ConfigError(
+            f"demo.data={path!r} is not JSON ({err}); give a HotpotQA JSON file (official format)"
+        ) from err
+    if not isinstance(records, list) or not all(isinstance(r, dict) and "context" in r for r in records):
+        raise ConfigError(f"demo.data={path!r} is not in the HotpotQA format (a list of questions with 'context')")
     if not 0 <= index < len(records) - 2:
         raise ConfigError(f"demo.example={index} is out of range for {file.name}; use 0..{len(records) - 3}")
     record = records[index]

@@ -25,6 +25,7 @@ from agemem.tools import ToolCall
 # Per-call problems already reach the agent as that call's error result; the rest get one
 # format-feedback message.
 _CALL_LEVEL = (UNKNOWN_TOOL, BAD_ARGUMENTS)
+ENV_OWNED_KEYS = ("stage", "source")
 FORMAT_HINT = (
     'Reply with <think>…</think> then <tool_call>[{"name": …, "arguments": {…}}]</tool_call> or <answer>…</answer>.'
 )
@@ -111,7 +112,11 @@ class EpisodeStats:
     violations: list[dict[str, Any]] = field(default_factory=list)
     tool_counts: Counter[str] = field(default_factory=Counter)
     overflow: bool = False
+    """the context exceeded max_context_tokens at some point (a prompt, or after a step's tool results)."""
     first_overflow_step: int | None = None
+    """the step during which the context first exceeded the budget."""
+    overflow_steps: list[int] = field(default_factory=list)
+    """steps whose prompt (what the model saw) exceeded the budget."""
     max_context_tokens: int = 0
 
     def ops(self, op: str, stage: int | None = None, ok: bool | None = True) -> list[MemoryOpRecord]:
@@ -207,15 +212,18 @@ class MemoryEnv:
         """Parse, run every tool call in order, append results, report whether an answer ended the turn."""
         self._step += 1
         prompt_tokens = self._measure()
+        if prompt_tokens > self.config.context.max_context_tokens:
+            self.stats.overflow_steps.append(self._step)
         parsed = parse_response(model_text)
         assistant = self.context.append(
             "assistant", model_text if isinstance(model_text, str) else "", stage=self.stage, kind="action"
         )
         self.context.begin_step(assistant)
         try:
-            results = [self._run(call) for call in parsed.tool_calls]
-            for result in results:
-                self.context.append("tool", result.to_text(), stage=self.stage, kind="tool_result", name=result.name)
+            results = []
+            for call in parsed.tool_calls:  # one result per call, appended as it finishes
+                results.append(self._run(call))
+                self.context.append("tool", results[-1].to_text(), stage=self.stage, kind="tool_result", name=call.name)
             done = parsed.answer is not None
             feedback = [v for v in parsed.violations if v.kind not in _CALL_LEVEL]
             if feedback and not done:
@@ -231,23 +239,31 @@ class MemoryEnv:
         self.stats.tool_counts[call.name] += 1
         if not call.valid:
             return ToolResult(call.name, False, {"ok": False, "message": call.error})
-        return getattr(self, f"_tool_{call.name}")(**call.arguments)
+        handlers = {
+            "Add_memory": self._tool_Add_memory,
+            "Update_memory": self._tool_Update_memory,
+            "Delete_memory": self._tool_Delete_memory,
+            "Retrieve_memory": self._tool_Retrieve_memory,
+            "Summary_context": self._tool_Summary_context,
+            "Filter_context": self._tool_Filter_context,
+        }
+        return handlers[call.name](**call.arguments)
 
     def _tool_Add_memory(
         self, content: str, metadata: dict[str, Any] | None = None, memory_type: str | None = None
     ) -> ToolResult:
-        metadata = dict(metadata or {})
+        metadata = _agent_metadata(metadata)
         metadata["memory_type"] = memory_type or metadata.get("memory_type", "general")
-        metadata.setdefault("source", "agent")
-        metadata["stage"] = self.stage  # authoritative: rewards score Stage-1 storage
+        metadata["source"] = "agent"
+        metadata["stage"] = self.stage  # rewards score Stage-1 storage, so the agent may not set it
         result = self.ltm.add(content, metadata, scope=self.scope)
         self._record_op(result, content)
         return _memory_result("Add_memory", result)
 
     def _tool_Update_memory(self, memory_id: str, content: str, metadata: dict[str, Any] | None = None) -> ToolResult:
         old = self.ltm.get(memory_id, scope=self.scope)
-        result = self.ltm.update(memory_id, content, metadata, scope=self.scope)
-        self._record_op(result, content, previous=old.content if old else None)
+        result = self.ltm.update(memory_id, content, _agent_metadata(metadata), scope=self.scope)
+        self._record_op(result, content, previous=old.content if old else None, memory_id=memory_id)
         return _memory_result("Update_memory", result)
 
     def _tool_Delete_memory(self, memory_id: str, confirmation: bool) -> ToolResult:
@@ -351,6 +367,11 @@ class MemoryEnv:
                 done,
             )
         )
+
+
+def _agent_metadata(metadata: dict[str, Any] | None) -> dict[str, Any]:
+    """The agent's metadata without the keys the environment owns (stage, source)."""
+    return {k: v for k, v in (metadata or {}).items() if k not in ENV_OWNED_KEYS}
 
 
 def _memory_result(name: str, result: MemoryResult) -> ToolResult:

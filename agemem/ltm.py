@@ -11,6 +11,7 @@ the scope's ``[N, D]`` matrix and an ``argpartition`` top-k (see ``bench/retriev
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
@@ -149,6 +150,8 @@ class _ScopeIndex:
 
 
 def _posting_value(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)  # a filter on 1.0 matches a stored 1 (bools stay distinct: True is not 1)
     return json.dumps(value, sort_keys=True)
 
 
@@ -187,7 +190,8 @@ class LongTermMemory:
         self.max_entry_chars = max_entry_chars
         self.clock = clock
         self._scopes: dict[str, _ScopeIndex] = {}
-        self._sequence = 0  # feeds id hashing, so ids are reproducible for a replayed op sequence
+        # Per-scope counters feed id hashing: a scope's ids depend only on that scope's own history.
+        self._sequences: dict[str, int] = {}
 
     # ------------------------------------------------------------------ verbs
     def add(
@@ -225,7 +229,7 @@ class LongTermMemory:
                 id=self._new_id(scope, content),
                 content=content,
                 embedding_D=vector_D,
-                metadata={**metadata, "created_at": now, "updated_at": now},
+                metadata={**copy.deepcopy(metadata), "created_at": now, "updated_at": now},
                 scope=scope,
             )
             index.insert(entry)
@@ -252,7 +256,7 @@ class LongTermMemory:
             return MemoryResult("update", False, message=self._unknown_id(memory_id, scope))
         merged = {
             **old.metadata,
-            **(metadata or {}),
+            **copy.deepcopy(metadata or {}),
             "created_at": old.metadata["created_at"],
             "updated_at": self.clock(),
         }
@@ -333,7 +337,7 @@ class LongTermMemory:
             "version": SNAPSHOT_VERSION,
             "encoder": self.encoder.name,
             "dim": self.encoder.dim,
-            "sequence": self._sequence,
+            "sequences": self._sequences,
             "entries": [
                 {"id": e.id, "scope": e.scope, "content": e.content, "metadata": e.metadata} for e in all_entries
             ],
@@ -366,20 +370,30 @@ class LongTermMemory:
                 vectors_ND = np.asarray(data["vectors"], dtype=np.float32)
         except (OSError, ValueError, KeyError) as err:
             raise SnapshotError(f"memory snapshot {str(path)!r} is not a valid snapshot: {err}") from err
-        if manifest.get("version") != SNAPSHOT_VERSION:
+        if not isinstance(manifest, dict) or manifest.get("version") != SNAPSHOT_VERSION:
+            version = manifest.get("version") if isinstance(manifest, dict) else None
+            raise SnapshotError(f"snapshot version {version} is not supported (expected {SNAPSHOT_VERSION})")
+        if manifest.get("dim") != self.encoder.dim or manifest.get("encoder") != self.encoder.name:
             raise SnapshotError(
-                f"snapshot version {manifest.get('version')} is not supported (expected {SNAPSHOT_VERSION})"
+                f"snapshot {str(path)!r} was made with encoder {manifest.get('encoder')!r} "
+                f"(dim {manifest.get('dim')}), but this store uses {self.encoder.name!r} (dim {self.encoder.dim}); "
+                "restore with the same encoder"
             )
-        if manifest["dim"] != self.encoder.dim or manifest["encoder"] != self.encoder.name:
-            raise SnapshotError(
-                f"snapshot {str(path)!r} was made with encoder {manifest['encoder']!r} (dim {manifest['dim']}), "
-                f"but this store uses {self.encoder.name!r} (dim {self.encoder.dim}); restore with the same encoder"
-            )
-        self._scopes = {}
-        for record, vector_D in zip(manifest["entries"], vectors_ND):
-            entry = MemoryEntry(record["id"], record["content"], vector_D.copy(), record["metadata"], record["scope"])
-            self._scope(entry.scope).insert(entry)
-        self._sequence = manifest["sequence"]
+        records = manifest.get("entries", [])
+        if len(records) != len(vectors_ND):
+            raise SnapshotError(f"snapshot {str(path)!r} is corrupt: {len(records)} entries, {len(vectors_ND)} vectors")
+        # Build aside and swap in at the end: a bad record must not leave the store half-restored.
+        scopes: dict[str, _ScopeIndex] = {}
+        try:
+            for record, vector_D in zip(records, vectors_ND):
+                entry = MemoryEntry(
+                    record["id"], record["content"], vector_D.copy(), record["metadata"], record["scope"]
+                )
+                scopes.setdefault(entry.scope, _ScopeIndex(self.encoder.dim)).insert(entry)
+            sequences = {str(k): int(v) for k, v in manifest["sequences"].items()}
+        except (KeyError, TypeError, ValueError, AttributeError) as err:
+            raise SnapshotError(f"snapshot {str(path)!r} is corrupt: bad record ({err!r})") from err
+        self._scopes, self._sequences = scopes, sequences
 
     @classmethod
     def load(cls, path: str | Path, encoder: Encoder, **kwargs: Any) -> LongTermMemory:
@@ -405,11 +419,12 @@ class LongTermMemory:
         return f"no memory with id {memory_id!r}{hint}. Use Retrieve_memory to find the id first"
 
     def _new_id(self, scope: str, content: str) -> str:
+        taken = self._scope(scope).entries
         while True:
-            self._sequence += 1
-            digest = hashlib.sha1(f"{scope}\x00{self._sequence}\x00{content}".encode()).hexdigest()
+            self._sequences[scope] = self._sequences.get(scope, 0) + 1
+            digest = hashlib.sha1(f"{scope}\x00{self._sequences[scope]}\x00{content}".encode()).hexdigest()
             entry_id = f"mem_{digest[:8]}"
-            if all(entry_id not in index.entries for index in self._scopes.values()):
+            if entry_id not in taken:  # ids are only ever looked up within their scope
                 return entry_id
 
     def _check_content(self, content: Any) -> str | None:

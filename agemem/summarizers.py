@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import re
@@ -55,7 +56,12 @@ class LLMSummarizer:
             {"role": "system", "content": self.instructions},
             {"role": "user", "content": f"Transcript:\n{transcript(messages)}\n\nSummary:"},
         ]
-        text = self.generate(prompt).strip()
+        try:
+            text = self.generate(prompt).strip()
+        except SummarizerError:
+            raise
+        except Exception as err:  # any backend failure is a tool error the agent sees
+            raise SummarizerError(f"the summary model failed: {type(err).__name__}: {err}") from err
         if not text:
             raise SummarizerError("the summary model returned an empty summary")
         return text
@@ -148,7 +154,7 @@ class OpenAIChatClient:
                 last_error = f"HTTP {err.code}: {err.read()[:200].decode(errors='replace')}"
                 if 400 <= err.code < 500 and err.code != 429:  # a client error will not fix itself
                     break
-            except (urllib.error.URLError, TimeoutError, ConnectionError) as err:
+            except (urllib.error.URLError, http.client.HTTPException, OSError) as err:  # incl. dropped connections
                 last_error = f"{type(err).__name__}: {err}"
             except (KeyError, IndexError, TypeError, json.JSONDecodeError) as err:
                 last_error = f"unexpected response shape ({err!r})"

@@ -140,7 +140,6 @@ TOOL_SCHEMAS: list[dict[str, Any]] = [
 
 TOOL_NAMES: tuple[str, ...] = tuple(s["function"]["name"] for s in TOOL_SCHEMAS)
 LTM_TOOLS = ("Add_memory", "Update_memory", "Delete_memory")
-STM_TOOLS = ("Retrieve_memory", "Summary_context", "Filter_context")
 NAME_ALIASES = {"Clear_context": "Filter_context"}
 ARGUMENT_ALIASES = {"Delete_memory": {"confirmed": "confirmation"}}
 _TRUE_WORDS = {"true": True, "yes": True, "false": False, "no": False}
@@ -210,8 +209,11 @@ def normalise_arguments(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
             out["span"] = "all" if span.strip().lower() in ("all", "full") else span.strip()
     if name == "Delete_memory" and isinstance(out.get("confirmation"), str):
         out["confirmation"] = _TRUE_WORDS.get(out["confirmation"].strip().lower(), out["confirmation"])
-    if name == "Retrieve_memory" and isinstance(out.get("top_k"), str) and _ASCII_INT.fullmatch(out["top_k"]):
-        out["top_k"] = int(out["top_k"])
+    top_k = out.get("top_k")
+    if name == "Retrieve_memory" and isinstance(top_k, str) and _ASCII_INT.fullmatch(top_k):
+        out["top_k"] = int(top_k)
+    elif name == "Retrieve_memory" and isinstance(top_k, float) and top_k.is_integer():
+        out["top_k"] = int(top_k)  # JSON Schema calls 3.0 an integer; the store wants an int
     return out
 
 

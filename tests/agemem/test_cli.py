@@ -51,10 +51,18 @@ def test_demo_runs_a_full_episode_on_real_hotpotqa(tmp_path, capsys):
     assert "Stage 3 · answer" in capsys.readouterr().out
 
 
-def test_demo_rejects_an_out_of_range_example(capsys):
-    with pytest.raises(SystemExit):
-        main(["demo", "demo.example=500"])
-    assert "demo.example=500 is out of range" in capsys.readouterr().err
+@pytest.mark.parametrize(
+    ("content", "fragment"),
+    [(None, "demo.example=500 is out of range"), ("{not json", "is not JSON"), ('[{"q": 1}]', "HotpotQA format")],
+)
+def test_demo_rejects_bad_input_with_exit_2(tmp_path, capsys, content, fragment):
+    args = ["demo", "demo.example=500"]
+    if content is not None:
+        (tmp_path / "data.json").write_text(content)
+        args = ["demo", f"demo.data={tmp_path / 'data.json'}"]
+    with pytest.raises(SystemExit) as info:
+        main(args)
+    assert info.value.code == 2 and fragment in capsys.readouterr().err
 
 
 @pytest.mark.skipif(shutil.which("agemem") is None, reason="console script not installed (pip install -e .)")

@@ -30,8 +30,32 @@ def test_yaml_then_dotted_overrides(tmp_path):
     ("override", "value"),
     [("a.b=1", 1), ("a.b=0.5", 0.5), ("a.b=true", True), ("a.b=[1, 2]", [1, 2]), ("a.b=x y", "x y")],
 )
-def test_override_values_are_parsed_as_yaml(override, value):
-    assert parse_override(override) == ("a.b", value)
+def test_override_values_parse_as_yaml_for_typed_fields(override, value):
+    key, text = parse_override(override)
+    assert key == "a.b" and text.as_yaml() == value
+
+
+@pytest.mark.parametrize(
+    ("override", "field", "value"),
+    [
+        ("env.summarizer.model=0123", "model", "0123"),  # YAML 1.1 would read octal 83
+        ("env.summarizer.model=1.10", "model", "1.10"),
+        ("env.summarizer.model=no", "model", "no"),  # YAML 1.1 would read False
+        ("env.system_prompt=Answer: briefly", "system_prompt", "Answer: briefly"),  # would be a mapping
+        ("env.summarizer.temperature=1e-3", "temperature", 0.001),  # YAML 1.1 reads 1e-3 as a string
+    ],
+)
+def test_string_overrides_are_kept_verbatim(override, field, value):
+    config = load_config(AgeMemConfig, None, [override, "env.summarizer.backend=extractive"])
+    section = config.env if field == "system_prompt" else config.env.summarizer
+    assert getattr(section, field) == value
+
+
+def test_non_string_yaml_value_for_a_string_field_says_to_quote_it(tmp_path):
+    path = tmp_path / "run.yaml"
+    path.write_text("env:\n  summarizer:\n    model: 0123\n")
+    with pytest.raises(ConfigError, match="quote it in YAML"):
+        load_config(AgeMemConfig, path)
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agemem.config import ContextConfig, EnvConfig
-from agemem.summarizers import SummarizerError
+from agemem.summarizers import LLMSummarizer, SummarizerError
 from tests.conftest import RecordingSummarizer
 
 
@@ -228,7 +228,7 @@ def test_envs_sharing_resources_have_separate_memories(make_env):
     env_b = type(env_a)(env_a.resources, scope="task/1")
     env_a.step(call("Add_memory", content="only in a"))
     obs = observation(env_b.step(call("Retrieve_memory", query="only in a")))
-    assert obs["memories"] == [] if "memories" in obs else obs["message"] == "long-term memory is empty"
+    assert obs["ok"] and obs["message"] == "long-term memory is empty"
     assert len(env_a.ltm.entries(scope="task/0")) == 1
 
 
@@ -242,3 +242,87 @@ def test_random_model_output_never_breaks_the_env(make_env, texts):
     assert env.context.messages[0].role == "system"
     assert any(m.kind == "question" for m in env.context.messages)
     assert len(env.stats.steps) == len(texts)
+
+
+def test_agent_cannot_set_stage_or_source(make_env):
+    env = make_env()
+    env.set_stage(3)
+    added = observation(env.step(call("Add_memory", content="late fact", metadata={"stage": 1, "source": "gold"})))
+    memory_id = added["memories"][0]["memory_id"]
+    env.step(call("Update_memory", memory_id=memory_id, content="late fact v2", metadata={"stage": 1}))
+    meta = env.ltm.get(memory_id).metadata
+    assert (meta["stage"], meta["source"]) == (3, "agent")  # forging Stage 1 would game the storage reward
+
+
+def test_failed_update_records_the_id_it_tried(make_env):
+    env = make_env()
+    env.step(call("Update_memory", memory_id="mem_12345678", content="x"))
+    assert env.stats.memory_ops[0].memory_id == "mem_12345678" and not env.stats.memory_ops[0].ok
+
+
+def test_any_summarizer_failure_is_an_observation_and_earlier_calls_keep_their_results(make_env):
+    def failing_policy(messages):
+        raise RuntimeError("CUDA out of memory")
+
+    env = make_env(summarizer=LLMSummarizer(failing_policy))
+    env.add_user("chatter")
+    text = (
+        '<tool_call>[{"name": "Add_memory", "arguments": {"content": "kept"}},'
+        ' {"name": "Summary_context", "arguments": {"span": "all"}}]</tool_call>'
+    )
+    result = env.step(text)
+    assert [r.ok for r in result.tool_results] == [True, False]
+    assert "CUDA out of memory" in observation(result, 1)["message"]
+    assert [m["tool"] for m in tool_messages(env)] == ["Add_memory", "Summary_context"]
+    assert len(env.stats.steps) == 1
+
+
+def test_integral_float_top_k_is_accepted(make_env):
+    env = make_env()
+    env.ltm.add_many(["a b", "a c", "a d"])
+    obs = observation(env.step(call("Retrieve_memory", query="a", top_k=2.0)))
+    assert obs["ok"] and len(obs["memories"]) == 2
+
+
+def test_overflow_steps_are_the_prompts_over_budget(make_env):
+    env = make_env(EnvConfig(context=ContextConfig(max_context_tokens=1200)))
+    env.add_user("word " * 400)
+    env.step('<tool_call>[{"name": "Filter_context", "arguments": {"criteria": "word"}}]</tool_call>')
+    env.step("<answer>ok</answer>")  # back under budget after the filter
+    assert env.stats.overflow_steps == [1] and env.stats.first_overflow_step == 1
+
+
+tagged_text = st.lists(
+    st.sampled_from(
+        [
+            "<think>",
+            "</think>",
+            "<tool_call>",
+            "</tool_call>",
+            "<answer>",
+            "</answer>",
+            "[",
+            "]",
+            "{",
+            "}",
+            '"name": "Add_memory"',
+            '"arguments": {"content": "x"}',
+            '"Filter_context"',
+            ",",
+            ":",
+            "x",
+        ]
+    ),
+    max_size=30,
+).map("".join)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(tagged_text, min_size=1, max_size=4))
+def test_tag_soup_never_breaks_the_env(make_env, texts):
+    env = make_env()
+    env.add_user("what is the capital of france", question=True)
+    for text in texts:
+        env.step(text)
+    assert env.context.messages[0].role == "system" and len(env.stats.steps) == len(texts)
+    assert any(m.kind == "question" for m in env.context.messages)

@@ -174,6 +174,12 @@ def test_random_edit_sequences_match_brute_force_search(word_encoder):
         expected = sorted((-float(e.embedding_D @ query_D), i) for i, e in enumerate(live))
         got = store.retrieve(query, top_k=5)
         assert got.scores == pytest.approx([-s for s, _ in expected[:5]], abs=1e-6)
+        # Ids too, wherever the score is not tied with the next one (ties may come in any order).
+        best = [(-s, live[i].id) for s, i in expected[:6]]
+        for rank, entry in enumerate(got.entries):
+            untied = all(abs(best[rank][0] - other) > 1e-6 for other, _ in best if _ != best[rank][1])
+            if untied:
+                assert entry.id == best[rank][1]
 
 
 def test_top_k_indices_matches_full_sort():
@@ -206,8 +212,9 @@ def test_snapshot_round_trip_preserves_everything(tmp_path, word_encoder):
     assert restored.get(kept, scope="a").metadata == store.get(kept, scope="a").metadata
     np.testing.assert_array_equal(restored.get(kept, scope="a").embedding_D, store.get(kept, scope="a").embedding_D)
     assert restored.retrieve("alpha", scope="a").to_observation() == store.retrieve("alpha", scope="a").to_observation()
-    # The id sequence continues, so a new entry cannot reuse an old id.
-    assert restored.add("epsilon", scope="a").entries[0].id == store.add("epsilon", scope="a").entries[0].id
+    # The id sequence continues: a new entry gets the id the original store would give, never an old one.
+    new_id = restored.add("epsilon", scope="a").entries[0].id
+    assert new_id == store.add("epsilon", scope="a").entries[0].id and new_id not in (kept, doomed)
 
 
 def test_snapshot_refuses_another_encoder_and_bad_files(tmp_path, word_encoder):
@@ -220,3 +227,37 @@ def test_snapshot_refuses_another_encoder_and_bad_files(tmp_path, word_encoder):
     (tmp_path / "junk.npz").write_bytes(b"not a zip")
     with pytest.raises(SnapshotError, match="not a valid snapshot"):
         LongTermMemory.load(tmp_path / "junk.npz", word_encoder)
+
+
+def test_restore_of_a_corrupt_snapshot_leaves_the_store_untouched(tmp_path, word_encoder):
+    good = LongTermMemory(word_encoder)
+    good.add_many(["one", "two", "three"])
+    path = good.save(tmp_path / "m.npz")
+    with np.load(path) as data:
+        manifest, vectors = json.loads(str(data["manifest"])), data["vectors"]
+    del manifest["entries"][2]["scope"]
+    np.savez(tmp_path / "bad_record.npz", vectors=vectors, manifest=np.array(json.dumps(manifest)))
+    np.savez(tmp_path / "short.npz", vectors=vectors[:1], manifest=np.array(json.dumps(manifest)))
+
+    target = LongTermMemory(word_encoder)
+    target.add("keep me")
+    for name, fragment in (("bad_record.npz", "bad record"), ("short.npz", "3 entries, 1 vectors")):
+        with pytest.raises(SnapshotError, match=fragment):
+            target.restore(tmp_path / name)
+        assert [e.content for e in target.entries()] == ["keep me"]  # not half-restored
+
+
+def test_ids_depend_only_on_their_own_scope(word_encoder):
+    alone = LongTermMemory(word_encoder).add("x", scope="a").entries[0].id
+    busy = LongTermMemory(word_encoder)
+    busy.add("y", scope="b")  # another rollout's activity must not change scope a's ids
+    assert busy.add("x", scope="a").entries[0].id == alone
+
+
+def test_metadata_is_copied_and_numeric_filters_match_across_int_and_float(store):
+    tags = ["a"]
+    store.add("apple", {"tags": tags, "stage": 1})
+    tags.append("b")  # the caller's list must not change the stored entry behind the index's back
+    assert store.entries()[0].metadata["tags"] == ["a"]
+    assert len(store.retrieve("apple", metadata_filter={"stage": 1.0}).entries) == 1
+    assert store.retrieve("apple", metadata_filter={"stage": True}).entries == []  # True is not 1
