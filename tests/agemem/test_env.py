@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 
 from agemem.config import ContextConfig, EnvConfig
 from agemem.summarizers import LLMSummarizer, SummarizerError
+from tests.agemem.test_protocol import FRAGMENTS
 from tests.conftest import RecordingSummarizer
 
 
@@ -292,29 +293,8 @@ def test_overflow_steps_are_the_prompts_over_budget(make_env):
     assert env.stats.overflow_steps == [1] and env.stats.first_overflow_step == 1
 
 
-tagged_text = st.lists(
-    st.sampled_from(
-        [
-            "<think>",
-            "</think>",
-            "<tool_call>",
-            "</tool_call>",
-            "<answer>",
-            "</answer>",
-            "[",
-            "]",
-            "{",
-            "}",
-            '"name": "Add_memory"',
-            '"arguments": {"content": "x"}',
-            '"Filter_context"',
-            ",",
-            ":",
-            "x",
-        ]
-    ),
-    max_size=30,
-).map("".join)
+# The parser tests' fragments (tags, brackets, tool names) make soup that reaches every env code path.
+tagged_text = st.lists(st.sampled_from(FRAGMENTS), max_size=30).map("".join)
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
