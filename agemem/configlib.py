@@ -120,11 +120,22 @@ def to_dict(instance: Any) -> dict[str, Any]:
     return dataclasses.asdict(instance)
 
 
+def _takes_text_verbatim(annotation: Any, text: CliText) -> bool:
+    """A CLI value is a plain string for ``str``, ``str | None`` (unless "null") and string Literals."""
+    origin = get_origin(annotation)
+    if annotation is str:
+        return True
+    if origin is Literal:
+        return str(text) in get_args(annotation)
+    if origin in (Union, types.UnionType):
+        return str in get_args(annotation) and text.as_yaml() is not None
+    return False
+
+
 def _coerce(annotation: Any, value: Any, key: str) -> Any:
     origin = get_origin(annotation)
     if isinstance(value, CliText):
-        literal_strings = origin is Literal and str(value) in get_args(annotation)
-        value = str(value) if annotation is str or literal_strings else value.as_yaml()
+        value = str(value) if _takes_text_verbatim(annotation, value) else value.as_yaml()
     if annotation is Any:
         return value
     if dataclasses.is_dataclass(annotation):

@@ -185,6 +185,14 @@ class MemoryEnv:
         self.stage = 1
         self.stats = EpisodeStats()
         self._step = 0
+        self._handlers = {
+            "Add_memory": self._tool_Add_memory,
+            "Update_memory": self._tool_Update_memory,
+            "Delete_memory": self._tool_Delete_memory,
+            "Retrieve_memory": self._tool_Retrieve_memory,
+            "Summary_context": self._tool_Summary_context,
+            "Filter_context": self._tool_Filter_context,
+        }
 
     # ----------------------------------------------------------- episode flow
     def set_stage(self, stage: int) -> None:
@@ -239,15 +247,7 @@ class MemoryEnv:
         self.stats.tool_counts[call.name] += 1
         if not call.valid:
             return ToolResult(call.name, False, {"ok": False, "message": call.error})
-        handlers = {
-            "Add_memory": self._tool_Add_memory,
-            "Update_memory": self._tool_Update_memory,
-            "Delete_memory": self._tool_Delete_memory,
-            "Retrieve_memory": self._tool_Retrieve_memory,
-            "Summary_context": self._tool_Summary_context,
-            "Filter_context": self._tool_Filter_context,
-        }
-        return handlers[call.name](**call.arguments)
+        return self._handlers[call.name](**call.arguments)
 
     def _tool_Add_memory(
         self, content: str, metadata: dict[str, Any] | None = None, memory_type: str | None = None

@@ -1,3 +1,4 @@
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -96,3 +97,14 @@ def test_shipped_configs_load(path):
 
 def test_from_dict_builds_a_section_directly():
     assert from_dict(EnvConfig, {"tool_format": "native"}).tool_format == "native"
+
+
+@dataclass
+class _OptionalText:
+    name: str | None = None
+    """an optional string field."""
+
+
+@pytest.mark.parametrize(("override", "value"), [("name=0123", "0123"), ("name=null", None), ("name=no", "no")])
+def test_optional_string_overrides_are_verbatim_except_null(override, value):
+    assert load_config(_OptionalText, None, [override]).name == value
