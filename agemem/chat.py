@@ -73,3 +73,31 @@ class ChatTemplateTokenCounter:
 
     def count(self, messages: ChatMessages, tools: list[dict[str, Any]] | None = None) -> int:
         return len(encode_chat(self.tokenizer, messages, tools, add_generation_prompt=True))
+
+
+_TURN_MARKER = "\u2063AGEMEM_TURN_END\u2063"
+
+
+def end_of_turn_ids(tokenizer: PreTrainedTokenizerBase) -> tuple[int, ...]:
+    """Token ids that end an assistant turn: the one the chat template writes after the reply
+    (``<|im_end|>`` for Qwen), then the tokenizer's eos if different.
+
+    Found by rendering a one-turn conversation, so it works for any chat template.
+    """
+    rendered = render_chat(
+        tokenizer,
+        [{"role": "user", "content": "hi"}, {"role": "assistant", "content": _TURN_MARKER}],
+        add_generation_prompt=False,
+    )
+    ids: list[int] = []
+    if _TURN_MARKER in rendered:
+        tail = tokenizer(rendered.split(_TURN_MARKER, 1)[1], add_special_tokens=False)["input_ids"]
+        special = set(tokenizer.all_special_ids) | {
+            i for i, t in tokenizer.added_tokens_decoder.items() if getattr(t, "special", False)
+        }
+        ids.extend(tail[:1] if tail and tail[0] in special else [])
+    if tokenizer.eos_token_id is not None and tokenizer.eos_token_id not in ids:
+        ids.append(tokenizer.eos_token_id)
+    if not ids:
+        raise ValueError("the tokenizer has no end-of-turn token in its chat template and no eos token")
+    return tuple(ids)

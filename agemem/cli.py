@@ -29,6 +29,13 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_rollout(args: argparse.Namespace) -> int:
+    from rollouts.run import run_rollouts
+
+    run_rollouts(load_config(AgeMemConfig, args.config, args.overrides), args.out)
+    return 0
+
+
 def _cmd_config(args: argparse.Namespace) -> int:
     config = load_config(AgeMemConfig, args.config, args.overrides)
     sys.stdout.write(yaml.safe_dump(to_dict(config), sort_keys=False))
@@ -52,6 +59,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_arguments(demo)
     demo.add_argument("--out", help="also write the episode record (JSON) here")
     handlers["demo"] = _cmd_demo
+
+    rollout = commands.add_parser("rollout", help="play tasks x K three-stage rollouts with the policy; write JSONL")
+    _add_config_arguments(rollout)
+    rollout.add_argument("--out", default="runs/rollouts", help="output directory (trajectories.jsonl, summary.json)")
+    handlers["rollout"] = _cmd_rollout
 
     config = commands.add_parser("config", help="print the resolved configuration as YAML")
     _add_config_arguments(config)

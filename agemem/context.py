@@ -122,7 +122,11 @@ class ShortTermContext:
         selected = self.select_span(span)
         if not selected:
             return None
-        text = summarizer.summarize(selected)
+        summary = self.replace_with_summary(selected, summarizer.summarize(selected))
+        return summary, selected
+
+    def replace_with_summary(self, selected: list[Message], text: str) -> Message:
+        """Swap ``selected`` (from :meth:`select_span`) for one summary message at the first one's place."""
         first = selected[0]
         summary = Message("user", SUMMARY_PREFIX + text.strip(), first.round, first.stage, "summary")
         doomed = {id(m) for m in selected}
@@ -130,7 +134,7 @@ class ShortTermContext:
         kept = [m for m in self.messages if id(m) not in doomed]
         kept.insert(sum(1 for m in self.messages[:position] if id(m) not in doomed), summary)
         self.messages = kept
-        return summary, selected
+        return summary
 
     def filter(self, criteria: str, encoder: Encoder, threshold: float) -> list[tuple[Message, float]]:
         """Remove every eligible message whose cosine similarity to ``criteria`` is >= ``threshold``."""

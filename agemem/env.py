@@ -7,9 +7,11 @@ them, each with its own LTM ``scope`` (an independent memory bank).
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Generator
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from agemem.chat import ChatTemplateTokenCounter, TokenCounter, load_tokenizer
@@ -106,6 +108,9 @@ class EpisodeStats:
 
     memory_ops: list[MemoryOpRecord] = field(default_factory=list)
     retrievals: list[RetrievalRecord] = field(default_factory=list)
+    """Retrieve_memory calls the agent made."""
+    introspections: list[RetrievalRecord] = field(default_factory=list)
+    """retrievals the rollout made for the agent before it answered an incoming message (Stage-1 turns mode)."""
     summaries: list[SummaryRecord] = field(default_factory=list)
     filters: list[FilterRecord] = field(default_factory=list)
     steps: list[StepRecord] = field(default_factory=list)
@@ -131,6 +136,29 @@ class EpisodeStats:
         data["tool_counts"] = dict(self.tool_counts)
         return data
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> EpisodeStats:
+        """Inverse of :meth:`to_json` (trajectories read back from JSONL)."""
+        records = {
+            "memory_ops": MemoryOpRecord,
+            "retrievals": RetrievalRecord,
+            "introspections": RetrievalRecord,
+            "summaries": SummaryRecord,
+            "filters": FilterRecord,
+            "steps": StepRecord,
+        }
+        kwargs: dict[str, Any] = {}
+        for f in fields(cls):
+            if f.name not in data:
+                continue
+            value = data[f.name]
+            if f.name in records:
+                value = [records[f.name](**item) for item in value]
+            elif f.name == "tool_counts":
+                value = Counter(value)
+            kwargs[f.name] = value
+        return cls(**kwargs)
+
 
 @dataclass
 class StepResult:
@@ -141,6 +169,36 @@ class StepResult:
     answer: str | None
     prompt_tokens: int
     tokens_after: int
+
+
+@dataclass
+class SummaryRequest:
+    """Yielded by :meth:`MemoryEnv.step_events` when Summary_context needs text for ``messages``.
+
+    The caller sends back the summary text, or throws :class:`SummarizerError` into the
+    generator; the rollout driver uses this to batch policy-written summaries with the
+    other episodes' generation requests.
+    """
+
+    messages: list[Message]
+
+
+StepEvents = Generator[SummaryRequest, str, StepResult]
+
+
+def drive_step(events: StepEvents, summarize: Callable[[list[Message]], str]) -> StepResult:
+    """Run a :meth:`MemoryEnv.step_events` generator to the end, answering summary requests inline."""
+    try:
+        request = next(events)
+        while True:
+            try:
+                text = summarize(request.messages)
+            except Exception as err:  # the env turns SummarizerError into a tool error
+                request = events.throw(err)
+            else:
+                request = events.send(text)
+    except StopIteration as finished:
+        return finished.value
 
 
 @dataclass
@@ -216,8 +274,35 @@ class MemoryEnv:
     def context_tokens(self) -> int:
         return self.resources.token_counter.count(self.context.as_chat(), self.tools)
 
+    def introspect(self, text: str, top_k: int) -> RetrievalRecord | None:
+        """Retrieve the top-k LTM entries for an incoming message and show them to the agent.
+
+        The paper's introspective retrieval in Stage 1: before the agent answers a message, what
+        it already stored about it is put in context, so it can Update instead of duplicating.
+        Nothing is shown when the scope holds no memories yet.
+        """
+        result = self.ltm.retrieve(text, top_k, scope=self.scope)
+        if not (result.ok and result.entries):
+            return None
+        payload = {"tool": "Retrieve_memory", "source": "introspection", **result.to_observation()}
+        payload["message"] = f"memories related to the message above ({len(result.entries)})"
+        self.context.append(
+            "tool",
+            json.dumps(payload, ensure_ascii=False),
+            stage=self.stage,
+            kind="introspection",
+            name="Retrieve_memory",
+        )
+        record = self._retrieval_record(text, top_k, result)
+        self.stats.introspections.append(record)
+        return record
+
     def step(self, model_text: str) -> StepResult:
         """Parse, run every tool call in order, append results, report whether an answer ended the turn."""
+        return drive_step(self.step_events(model_text), self.resources.summarizer.summarize)
+
+    def step_events(self, model_text: str) -> StepEvents:
+        """:meth:`step` as a generator that yields a :class:`SummaryRequest` whenever a summary is needed."""
         self._step += 1
         prompt_tokens = self._measure()
         if prompt_tokens > self.config.context.max_context_tokens:
@@ -230,7 +315,7 @@ class MemoryEnv:
         try:
             results = []
             for call in parsed.tool_calls:  # one result per call, appended as it finishes
-                results.append(self._run(call))
+                results.append((yield from self._run(call)))
                 self.context.append("tool", results[-1].to_text(), stage=self.stage, kind="tool_result", name=call.name)
             done = parsed.answer is not None
             feedback = [v for v in parsed.violations if v.kind not in _CALL_LEVEL]
@@ -243,11 +328,14 @@ class MemoryEnv:
         return StepResult(parsed, results, done, parsed.answer, prompt_tokens, tokens_after)
 
     # ------------------------------------------------------------- tools
-    def _run(self, call: ToolCall) -> ToolResult:
+    def _run(self, call: ToolCall) -> Generator[SummaryRequest, str, ToolResult]:
         self.stats.tool_counts[call.name] += 1
         if not call.valid:
             return ToolResult(call.name, False, {"ok": False, "message": call.error})
-        return self._handlers[call.name](**call.arguments)
+        outcome = self._handlers[call.name](**call.arguments)
+        if inspect.isgenerator(outcome):  # Summary_context waits for its text
+            outcome = yield from outcome
+        return outcome
 
     def _tool_Add_memory(
         self, content: str, metadata: dict[str, Any] | None = None, memory_type: str | None = None
@@ -281,32 +369,23 @@ class MemoryEnv:
         top_k = top_k if top_k is not None else self.config.ltm.default_top_k
         result = self.ltm.retrieve(query, top_k, metadata_filter, scope=self.scope)
         if result.ok:
-            self.stats.retrievals.append(
-                RetrievalRecord(
-                    self.stage,
-                    self._step,
-                    query,
-                    top_k,
-                    [e.id for e in result.entries],
-                    [e.content for e in result.entries],
-                    result.scores,
-                )
-            )
+            self.stats.retrievals.append(self._retrieval_record(query, top_k, result))
         return _memory_result("Retrieve_memory", result)
 
-    def _tool_Summary_context(self, span: str) -> ToolResult:
-        try:
-            outcome = self.context.summarize(span, self.resources.summarizer)
-        except SummarizerError as err:
-            return ToolResult("Summary_context", False, {"ok": False, "message": f"summary failed: {err}"})
-        if outcome is None:
+    def _tool_Summary_context(self, span: str) -> Generator[SummaryRequest, str, ToolResult]:
+        selected = self.context.select_span(span)
+        if not selected:
             message = "nothing to summarise: the span holds no messages that may be summarised"
             return ToolResult("Summary_context", False, {"ok": False, "message": message})
-        summary, replaced = outcome
+        try:
+            text = yield SummaryRequest(selected)
+        except SummarizerError as err:
+            return ToolResult("Summary_context", False, {"ok": False, "message": f"summary failed: {err}"})
+        summary = self.context.replace_with_summary(selected, text)
         self.stats.summaries.append(
-            SummaryRecord(self.stage, self._step, span, [m.content for m in replaced], summary.content)
+            SummaryRecord(self.stage, self._step, span, [m.content for m in selected], summary.content)
         )
-        message = f"replaced {len(replaced)} message(s) with a summary"
+        message = f"replaced {len(selected)} message(s) with a summary"
         return ToolResult("Summary_context", True, {"ok": True, "message": message, "summary": summary.content})
 
     def _tool_Filter_context(self, criteria: str) -> ToolResult:
@@ -341,6 +420,10 @@ class MemoryEnv:
                 error=None if result.ok else result.message,
             )
         )
+
+    def _retrieval_record(self, query: str, top_k: int, result: MemoryResult) -> RetrievalRecord:
+        ids, contents = [e.id for e in result.entries], [e.content for e in result.entries]
+        return RetrievalRecord(self.stage, self._step, query, top_k, ids, contents, result.scores)
 
     def _measure(self) -> int:
         tokens = self.context_tokens()

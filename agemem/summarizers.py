@@ -9,19 +9,16 @@
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import re
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from agemem.config import SummarizerConfig
 from agemem.configlib import ConfigError
 from agemem.context import Message, Summarizer
+from agemem.httpclient import HTTPRequestError, post_json
 from agemem.protocol import parse_response
 
 if TYPE_CHECKING:
@@ -46,25 +43,38 @@ def transcript(messages: list[Message]) -> str:
     return "\n".join(f"{m.role}: {m.content}" for m in messages)
 
 
+_THINK_BLOCK = re.compile(r"^\s*<think>.*?</think>", re.DOTALL)
+
+
 class LLMSummarizer:
+    """A chat model writes the summary. ``prompt`` and ``finish`` are public so the rollout
+    driver can route the generation through its batched engine instead of ``generate``."""
+
     def __init__(self, generate: ChatGenerate, instructions: str = SUMMARY_INSTRUCTIONS):
         self.generate = generate
         self.instructions = instructions
 
-    def summarize(self, messages: list[Message]) -> str:
-        prompt = [
+    def prompt(self, messages: list[Message]) -> list[dict[str, str]]:
+        return [
             {"role": "system", "content": self.instructions},
             {"role": "user", "content": f"Transcript:\n{transcript(messages)}\n\nSummary:"},
         ]
+
+    def finish(self, text: str) -> str:
+        """The summary from the model's reply: a leading <think> block dropped, whitespace stripped."""
+        text = _THINK_BLOCK.sub("", text).strip()
+        if not text:
+            raise SummarizerError("the summary model returned an empty summary")
+        return text
+
+    def summarize(self, messages: list[Message]) -> str:
         try:
-            text = self.generate(prompt).strip()
+            text = self.generate(self.prompt(messages))
         except SummarizerError:
             raise
         except Exception as err:  # any backend failure is a tool error the agent sees
             raise SummarizerError(f"the summary model failed: {type(err).__name__}: {err}") from err
-        if not text:
-            raise SummarizerError("the summary model returned an empty summary")
-        return text
+        return self.finish(text)
 
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
@@ -129,36 +139,43 @@ class OpenAIChatClient:
         self.retries = retries
         self.backoff_s = backoff_s
 
+    @classmethod
+    def from_settings(cls, settings: Any) -> OpenAIChatClient:
+        """From a config section with base_url, model, api_key_env, max_tokens, temperature, timeout_s, retries."""
+        return cls(
+            settings.base_url,
+            settings.model,
+            api_key=os.environ.get(settings.api_key_env),
+            max_tokens=settings.max_tokens,
+            temperature=settings.temperature,
+            timeout_s=settings.timeout_s,
+            retries=settings.retries,
+        )
+
     def __call__(self, messages: list[dict[str, str]]) -> str:
-        body = json.dumps(
-            {
-                "model": self.model,
-                "messages": messages,
-                "max_tokens": self.max_tokens,
-                "temperature": self.temperature,
-            }
-        ).encode()
-        headers = {"Content-Type": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        last_error = ""
-        for attempt in range(self.retries):
-            if attempt:
-                time.sleep(self.backoff_s * 2 ** (attempt - 1))
-            request = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
-            try:
-                with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-                    payload = json.loads(response.read())
-                return str(payload["choices"][0]["message"]["content"] or "")
-            except urllib.error.HTTPError as err:
-                last_error = f"HTTP {err.code}: {err.read()[:200].decode(errors='replace')}"
-                if 400 <= err.code < 500 and err.code != 429:  # a client error will not fix itself
-                    break
-            except (urllib.error.URLError, http.client.HTTPException, OSError) as err:  # incl. dropped connections
-                last_error = f"{type(err).__name__}: {err}"
-            except (KeyError, IndexError, TypeError, json.JSONDecodeError) as err:
-                last_error = f"unexpected response shape ({err!r})"
-        raise SummarizerError(f"summary endpoint {self.url} failed after {attempt + 1} attempt(s): {last_error}")
+        payload = {
+            "model": self.model,
+            "messages": messages,
+            "max_tokens": self.max_tokens,
+            "temperature": self.temperature,
+        }
+        try:
+            return post_json(
+                self.url,
+                payload,
+                api_key=self.api_key,
+                timeout_s=self.timeout_s,
+                retries=self.retries,
+                backoff_s=self.backoff_s,
+                parse=_chat_reply_text,
+            )
+        except HTTPRequestError as err:
+            raise SummarizerError(f"summary endpoint {err}") from err
+
+
+def _chat_reply_text(answer: Any) -> str:
+    """The assistant text of a /chat/completions answer; a wrong shape raises and is retried by post_json."""
+    return str(answer["choices"][0]["message"]["content"] or "")
 
 
 class TransformersChatGenerator:
@@ -202,16 +219,7 @@ def build_summarizer(config: SummarizerConfig, policy_generate: ChatGenerate | N
     if config.backend == "extractive":
         return ExtractiveSummarizer(config.max_summary_chars)
     if config.backend == "openai":
-        client = OpenAIChatClient(
-            config.base_url,
-            config.model,
-            api_key=os.environ.get(config.api_key_env),
-            max_tokens=config.max_tokens,
-            temperature=config.temperature,
-            timeout_s=config.timeout_s,
-            retries=config.retries,
-        )
-        return LLMSummarizer(client)
+        return LLMSummarizer(OpenAIChatClient.from_settings(config))
     if policy_generate is None:
         raise ConfigError(
             "summarizer.backend=policy needs the policy's generate function (the rollout driver passes it); "

@@ -1,0 +1,215 @@
+"""Stage-2 distractor generators and the per-task disk cache.
+
+Distractors are produced once per task and shared by all K rollouts of that task (paper
+Algorithm 1; the authors' code regenerated them per rollout, defect 5): a GRPO group must
+differ only in what the agent did, never in what it was shown. They are cached on disk,
+keyed by the task and the generator's fingerprint, so later epochs and runs reuse them.
+
+Generators:
+* :class:`CorpusDistractors` (default, offline): paragraphs of *other* tasks closest to the
+  question in embedding space that do not contain the answer — topically tempting, useless.
+* :class:`LLMDistractors`: an OpenAI-compatible endpoint writes them, related or unrelated.
+* :class:`StaticDistractors`: a fixed list from the config.
+* :class:`TaskDistractors`: the ones a task carries (synthetic tasks make look-alike facts).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from agemem.config import DistractorConfig
+from agemem.configlib import ConfigError
+from agemem.encoders import Encoder
+from agemem.summarizers import ChatGenerate
+from agemem.text import contains_answer
+from rollouts.messages import casual, task_rng
+from rollouts.tasks import Task
+
+
+class DistractorGenerator(Protocol):
+    fingerprint: str
+    """identifies the generator and its settings; part of the cache key."""
+
+    def generate(self, task: Task, count: int) -> list[str]: ...
+
+
+class CorpusDistractors:
+    """The ``count`` paragraphs of other tasks most similar to the question, answer-free.
+
+    A paragraph is skipped when its title is one of the task's own paragraphs (it could be a
+    gold paragraph under another task's id) or when it contains the answer as whole words.
+    """
+
+    def __init__(self, pool: Sequence[Task], encoder: Encoder, batch_size: int = 256):
+        seen: dict[str, str] = {}
+        for task in pool:
+            for paragraph in task.contexts:
+                if paragraph.text and paragraph.title not in seen:
+                    seen[paragraph.title] = paragraph.text
+        if not seen:
+            raise ConfigError("the corpus distractor pool has no paragraphs; load more tasks or use another generator")
+        self.titles = list(seen)
+        self.texts = [seen[t] for t in self.titles]
+        self.encoder = encoder
+        self._vectors_ND = np.concatenate(
+            [encoder.encode(self.texts[i : i + batch_size]) for i in range(0, len(self.texts), batch_size)]
+        )
+        digest = hashlib.sha1("\n".join(self.titles).encode()).hexdigest()[:12]
+        self.fingerprint = f"corpus:{getattr(encoder, 'name', 'encoder')}:{digest}"
+
+    def generate(self, task: Task, count: int) -> list[str]:
+        own_titles = {p.title for p in task.contexts}
+        similarity_N = self._vectors_ND @ self.encoder.encode([task.question])[0]
+        rng = task_rng(task.id, "distractors")
+        chosen: list[str] = []
+        for row in np.argsort(-similarity_N, kind="stable"):
+            title, text = self.titles[row], self.texts[row]
+            if title in own_titles or contains_answer(f"{title} {text}", task.answer):
+                continue
+            chosen.append(casual(title, text, rng))
+            if len(chosen) == count:
+                break
+        return chosen
+
+
+DISTRACTOR_PROMPTS = {
+    "related": (
+        "Write one casual message a user might send to a chat assistant. It is about the same topic as the "
+        "question below (same people, places or subject), sounds useful, but must NOT contain or hint at the "
+        "answer. Write only the message, 2-4 sentences.\n\nQuestion: {question}\nAnswer to avoid: {answer}\n"
+        "Message #{index}:"
+    ),
+    "unrelated": (
+        "Write one casual message a user might send to a chat assistant about an everyday subject (plans, food, "
+        "hobbies, work) that has nothing to do with the question below. Write only the message, 2-4 sentences."
+        "\n\nQuestion: {question}\nMessage #{index}:"
+    ),
+}
+
+
+class LLMDistractors:
+    """Distractors written by a chat model; a message revealing the answer is retried, then dropped."""
+
+    def __init__(self, generate: ChatGenerate, style: str, model: str, attempts: int = 3):
+        if style not in DISTRACTOR_PROMPTS:
+            raise ConfigError(f"style={style!r}: choose one of {', '.join(DISTRACTOR_PROMPTS)}")
+        self.generate_text = generate
+        self.style = style
+        self.attempts = attempts
+        self.fingerprint = f"llm:{model}:{style}"
+
+    def generate(self, task: Task, count: int) -> list[str]:
+        messages: list[str] = []
+        for index in range(1, count + 1):
+            prompt = DISTRACTOR_PROMPTS[self.style].format(question=task.question, answer=task.answer, index=index)
+            for _ in range(self.attempts):
+                try:
+                    text = self.generate_text([{"role": "user", "content": prompt}]).strip()
+                except Exception as err:  # the endpoint's own error says which URL failed and why
+                    raise RuntimeError(
+                        f"distractor generation for task {task.id!r} failed: {err}; check distractors.base_url "
+                        "and distractors.model, or use distractors.generator=corpus (offline)"
+                    ) from err
+                if text and not contains_answer(text, task.answer):
+                    messages.append(text)
+                    break
+        return messages
+
+
+class StaticDistractors:
+    """The configured texts, in order, cycled when there are fewer than ``count``."""
+
+    def __init__(self, texts: Sequence[str]):
+        if not texts:
+            raise ConfigError("static distractors need at least one text (distractors.texts=[...])")
+        self.texts = list(texts)
+        self.fingerprint = "static:" + hashlib.sha1("\n".join(self.texts).encode()).hexdigest()[:12]
+
+    def generate(self, task: Task, count: int) -> list[str]:
+        return [self.texts[i % len(self.texts)] for i in range(count)]
+
+
+class TaskDistractors:
+    """The distractors the task itself carries (the synthetic generator writes look-alike facts)."""
+
+    fingerprint = "task"
+
+    def generate(self, task: Task, count: int) -> list[str]:
+        if count and not task.distractors:
+            raise ConfigError(
+                f"task {task.id!r} carries no distractors; distractors.generator=task is for synthetic tasks, "
+                "use corpus, llm or static for this data"
+            )
+        return list(task.distractors[:count])
+
+
+class DistractorCache:
+    """One small JSON file per (task, generator, count), written atomically."""
+
+    def __init__(self, directory: str | os.PathLike[str]):
+        self.directory = Path(directory)
+
+    def path(self, task: Task, fingerprint: str, count: int) -> Path:
+        key = hashlib.sha1(json.dumps([task.id, task.question, fingerprint, count]).encode()).hexdigest()[:20]
+        return self.directory / f"{key}.json"
+
+    def get(self, task: Task, fingerprint: str, count: int) -> list[str] | None:
+        path = self.path(task, fingerprint, count)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):  # absent or torn: regenerate
+            return None
+        texts = data.get("distractors") if isinstance(data, dict) else None
+        return texts if isinstance(texts, list) and all(isinstance(t, str) for t in texts) else None
+
+    def put(self, task: Task, fingerprint: str, count: int, texts: list[str]) -> None:
+        path = self.path(task, fingerprint, count)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        record = {"task_id": task.id, "generator": fingerprint, "count": count, "distractors": texts}
+        with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp", encoding="utf-8") as tmp:
+            json.dump(record, tmp, ensure_ascii=False, indent=1)
+        os.replace(tmp.name, path)
+
+
+def prepare_distractors(
+    tasks: Sequence[Task],
+    generator: DistractorGenerator,
+    count: int,
+    cache: DistractorCache | None = None,
+    *,
+    progress: bool = False,
+) -> dict[str, list[str]]:
+    """``{task.id: distractor messages}``, generated once per task (cache first)."""
+    result: dict[str, list[str]] = {}
+    for task in tqdm(tasks, desc="distractors", unit="task", disable=not progress):
+        if task.id in result:
+            continue
+        texts = cache.get(task, generator.fingerprint, count) if cache else None
+        if texts is None:
+            texts = generator.generate(task, count) if count else []
+            if cache:
+                cache.put(task, generator.fingerprint, count, texts)
+        result[task.id] = texts
+    return result
+
+
+def build_distractor_generator(config: DistractorConfig, pool: Sequence[Task], encoder: Encoder) -> DistractorGenerator:
+    """The generator named by ``config.generator``; ``pool`` feeds the corpus generator."""
+    if config.generator == "corpus":
+        return CorpusDistractors(pool, encoder)
+    if config.generator == "static":
+        return StaticDistractors(config.texts)
+    if config.generator == "task":
+        return TaskDistractors()
+    from agemem.summarizers import OpenAIChatClient
+
+    return LLMDistractors(OpenAIChatClient.from_settings(config), config.style, config.model)

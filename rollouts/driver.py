@@ -1,0 +1,209 @@
+"""The batched episode driver: B tasks x K rollouts advanced together.
+
+Each tick the driver takes the pending :class:`~rollouts.episode.GenerationRequest` of every
+live episode (agent steps, and summaries when the policy writes them) and sends them to the
+engine in one ``generate`` call; each completion is sent back into its episode, which runs
+on until it needs the policy again or finishes. Episodes stay straight-line code; batching
+lives here and only here.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from tqdm.auto import tqdm
+
+from agemem.chat import end_of_turn_ids
+from agemem.config import RolloutConfig
+from agemem.env import EnvResources, MemoryEnv
+from agemem.summarizers import LLMSummarizer
+from rollouts.engines.base import Engine, SamplingParams
+from rollouts.episode import Episode, EpisodeRun, EpisodeSetup, GenerationRequest
+from rollouts.records import Trajectory, TrajectoryWriter
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+    from rollouts.tasks import Task
+
+_run_ids = itertools.count()
+
+
+@dataclass
+class RolloutStats:
+    """Throughput of one :meth:`RolloutDriver.run`."""
+
+    episodes: int = 0
+    steps: int = 0
+    """LLM calls (agent steps and policy summaries)."""
+    ticks: int = 0
+    """engine calls."""
+    prompt_tokens: int = 0
+    generated_tokens: int = 0
+    engine_s: float = 0.0
+    """time spent inside engine.generate."""
+    wall_s: float = 0.0
+
+    @property
+    def episodes_per_s(self) -> float:
+        return self.episodes / self.wall_s if self.wall_s else 0.0
+
+    @property
+    def generated_tokens_per_s(self) -> float:
+        return self.generated_tokens / self.wall_s if self.wall_s else 0.0
+
+    @property
+    def mean_batch(self) -> float:
+        return self.steps / self.ticks if self.ticks else 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "episodes": self.episodes,
+            "steps": self.steps,
+            "ticks": self.ticks,
+            "mean_batch": round(self.mean_batch, 2),
+            "prompt_tokens": self.prompt_tokens,
+            "generated_tokens": self.generated_tokens,
+            "engine_s": round(self.engine_s, 3),
+            "wall_s": round(self.wall_s, 3),
+            "episodes_per_s": round(self.episodes_per_s, 4),
+            "generated_tokens_per_s": round(self.generated_tokens_per_s, 2),
+        }
+
+
+@dataclass
+class RolloutResult:
+    trajectories: list[Trajectory]
+    """ordered by task, then rollout index: the K rollouts of a task are adjacent (a GRPO group)."""
+    stats: RolloutStats = field(default_factory=RolloutStats)
+
+
+@dataclass
+class _Live:
+    key: tuple[int, int]
+    """(task position, rollout index)."""
+    run: EpisodeRun
+    request: GenerationRequest
+    scope: str
+
+
+class RolloutDriver:
+    """Plays tasks x K rollouts on one engine, batching every tick's requests into one call.
+
+    ``resources`` is shared by all episodes; each rollout gets its own LTM scope, cleared
+    when the episode ends (its final memory is kept in the trajectory).
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        tokenizer: PreTrainedTokenizerBase,
+        resources: EnvResources,
+        config: RolloutConfig,
+        sampling: SamplingParams,
+        *,
+        progress: bool = True,
+    ):
+        self.engine = engine
+        self.resources = resources
+        self.config = config
+        stop_ids = sampling.stop_token_ids or end_of_turn_ids(tokenizer)
+        self.sampling = SamplingParams(**{**sampling.__dict__, "stop_token_ids": tuple(stop_ids)})
+        policy_summaries = resources.config.summarizer.backend == "policy"
+        if policy_summaries and not isinstance(resources.summarizer, LLMSummarizer):
+            raise ValueError("summarizer.backend=policy needs an LLMSummarizer in the resources")
+        self.setup = EpisodeSetup(tokenizer, tuple(stop_ids), config, policy_summaries)
+        self.progress = progress
+
+    def run(
+        self,
+        tasks: Sequence[Task],
+        distractors: Mapping[str, list[str]],
+        *,
+        rollouts_per_task: int | None = None,
+        writer: TrajectoryWriter | None = None,
+        on_trajectory: Callable[[Trajectory], None] | None = None,
+    ) -> RolloutResult:
+        """Play every task ``rollouts_per_task`` times (default: config K) and return the trajectories.
+
+        ``distractors[task.id]`` are the task's Stage-2 messages, the same for all K rollouts.
+        Finished trajectories go to ``writer`` (and ``on_trajectory``) as soon as they end.
+        """
+        k = rollouts_per_task or self.config.rollouts_per_task
+        missing = [t.id for t in tasks if t.id not in distractors]
+        if missing:
+            raise KeyError(f"no distractors for task(s) {missing[:3]}; build them with rollouts.distractors.prepare")
+        run_id = next(_run_ids)
+        queue = deque((i, r) for i in range(len(tasks)) for r in range(k))
+        limit = self.config.max_live_episodes or len(queue)
+        live: list[_Live] = []
+        done: dict[tuple[int, int], Trajectory] = {}
+        stats = RolloutStats()
+        start = time.perf_counter()
+        bar = tqdm(total=len(queue), desc="rollouts", unit="ep", disable=not self.progress, dynamic_ncols=True)
+
+        def finish(key: tuple[int, int], scope: str, trajectory: Trajectory) -> None:
+            self.resources.ltm.clear(scope=scope)  # the trajectory already holds the final memory
+            trajectory.meta.update(engine=self.engine.name, run=run_id)
+            done[key] = trajectory
+            if writer is not None:
+                writer.write(trajectory)
+            if on_trajectory is not None:
+                on_trajectory(trajectory)
+            bar.update(1)
+
+        try:
+            while queue or live:
+                # 1. Admit new episodes up to the live limit and run each to its first request.
+                while queue and len(live) < limit:
+                    task_index, rollout = queue.popleft()
+                    task = tasks[task_index]
+                    scope = f"run{run_id}/{task.id}/{rollout}"
+                    self.resources.ltm.clear(scope=scope)
+                    env = MemoryEnv(self.resources, scope=scope)
+                    run = Episode(task, list(distractors[task.id]), env, self.setup, rollout).play()
+                    try:
+                        live.append(_Live((task_index, rollout), run, next(run), scope))
+                    except StopIteration as finished:
+                        finish((task_index, rollout), scope, finished.value)
+                if not live:
+                    break
+                # 2. One engine call for every pending request.
+                requests = [episode.request for episode in live]
+                tick_start = time.perf_counter()
+                completions = self.engine.generate(
+                    [r.prompt_ids for r in requests], self.sampling, messages=[r.messages for r in requests]
+                )
+                stats.engine_s += time.perf_counter() - tick_start
+                if len(completions) != len(requests):
+                    name, got = self.engine.name, len(completions)
+                    raise RuntimeError(f"engine {name!r} returned {got} completions for {len(requests)} prompts")
+                stats.ticks += 1
+                stats.steps += len(requests)
+                stats.prompt_tokens += sum(len(r.prompt_ids) for r in requests)
+                stats.generated_tokens += sum(len(c.token_ids) for c in completions)
+                # 3. Each episode consumes its completion and runs on to its next request.
+                still_live = []
+                for episode, completion in zip(live, completions):
+                    try:
+                        episode.request = episode.run.send(completion)
+                        still_live.append(episode)
+                    except StopIteration as finished:
+                        finish(episode.key, episode.scope, finished.value)
+                live = still_live
+                elapsed = time.perf_counter() - start
+                bar.set_postfix(
+                    live=len(live), tokens=stats.generated_tokens, tok_s=f"{stats.generated_tokens / elapsed:.0f}"
+                )
+        finally:
+            bar.close()
+            for episode in live:  # interrupted: free the scopes of unfinished episodes
+                self.resources.ltm.clear(scope=episode.scope)
+        stats.episodes = len(done)
+        stats.wall_s = time.perf_counter() - start
+        return RolloutResult([done[key] for key in sorted(done)], stats)

@@ -1,0 +1,149 @@
+"""Trajectory records: what one rollout did, step by step, token for token.
+
+A :class:`Step` is one LLM call: the prompt ids exactly as the engine saw them and the
+completion ids exactly as sampled (never re-tokenised), with the decoded text beside them
+so a person can read the JSONL. A :class:`Trajectory` is one three-stage episode.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Literal
+
+from agemem.env import EpisodeStats
+
+StepKind = Literal["action", "summary"]
+EndedBy = Literal["answer", "round_limit", "prompt_too_long", "engine_error"]
+
+
+@dataclass
+class Step:
+    stage: int
+    """AgeMem stage (1, 2, 3) the call was made in."""
+    kind: StepKind
+    """action: the agent's reply in the episode; summary: the policy writing a Summary_context summary."""
+    turn: int
+    """index of the user message this step answers, within its stage (0-based)."""
+    prompt_ids: list[int]
+    """[P] prompt token ids exactly as the engine saw them."""
+    completion_ids: list[int]
+    """[T] completion token ids exactly as sampled, end-of-turn token included when emitted."""
+    logprobs: list[float] | None
+    """[T] the engine's log-prob of each sampled token; None when the engine gives none."""
+    finish_reason: str
+    """stop (end-of-turn token), length (response budget ran out) or error."""
+    prompt_text: str
+    """the prompt decoded (for people; training uses prompt_ids)."""
+    completion_text: str
+    """the completion decoded without the end-of-turn token: what the environment parsed."""
+    thought: str | None = None
+    """the <think> text of an action step."""
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    """parsed calls: name, arguments, error."""
+    answer: str | None = None
+    """the <answer> text, when the step gave one."""
+    tool_results: list[dict[str, Any]] = field(default_factory=list)
+    """what each call returned to the agent."""
+    context_tokens: int = 0
+    """prompt tokens (== len(prompt_ids))."""
+    tokens_after: int = 0
+    """context tokens once the step's tool results were appended (action steps)."""
+    violations: list[str] = field(default_factory=list)
+    """format-violation kinds of this completion (see agemem.protocol)."""
+
+
+@dataclass
+class Trajectory:
+    task_id: str
+    """the task this rollout played."""
+    rollout_index: int
+    """k in 0..K-1: its place in the task's GRPO group."""
+    question: str
+    """the Stage-3 question (for readers)."""
+    gold_answer: str
+    """the task's reference answer (for readers and rewards)."""
+    steps: list[Step]
+    """every LLM call, in order."""
+    answer: str | None
+    """the final Stage-3 answer; None when the agent never answered."""
+    ended_by: EndedBy
+    """why the episode ended."""
+    stats: EpisodeStats
+    """the environment's record of memory operations, retrievals, summaries, filters, overflow."""
+    final_memory: list[dict[str, Any]] = field(default_factory=list)
+    """LTM entries at the end of the episode: memory_id, content, metadata."""
+    distractors: list[str] = field(default_factory=list)
+    """the Stage-2 messages (shared by the task's K rollouts)."""
+    limit_hits: list[dict[str, Any]] = field(default_factory=list)
+    """round-limit hits: stage, turn, limit ('turn' or 'stage')."""
+    error: str | None = None
+    """the engine's error when ended_by == 'engine_error'."""
+    reward: dict[str, float] = field(default_factory=dict)
+    """reward terms, filled in by rewards/ (empty here)."""
+    meta: dict[str, Any] = field(default_factory=dict)
+    """free-form: engine, seeds, timings."""
+
+    @property
+    def action_steps(self) -> list[Step]:
+        return [s for s in self.steps if s.kind == "action"]
+
+    def stage_steps(self, stage: int) -> list[Step]:
+        return [s for s in self.steps if s.stage == stage]
+
+    def to_json(self) -> dict[str, Any]:
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        data["steps"] = [asdict(s) for s in self.steps]
+        data["stats"] = self.stats.to_json()
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Trajectory:
+        data = dict(data)
+        data["steps"] = [Step(**s) for s in data["steps"]]
+        data["stats"] = EpisodeStats.from_json(data["stats"])
+        return cls(**data)
+
+
+class TrajectoryWriter:
+    """Appends one JSON line per finished trajectory, flushed at once: an interrupted run keeps
+    everything that finished."""
+
+    def __init__(self, path: str | os.PathLike[str]):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = self.path.open("a", encoding="utf-8")
+        self.written = 0
+
+    def write(self, trajectory: Trajectory) -> None:
+        self._file.write(json.dumps(trajectory.to_json(), ensure_ascii=False) + "\n")
+        self._file.flush()
+        self.written += 1
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __enter__(self) -> TrajectoryWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def read_trajectories(path: str | os.PathLike[str]) -> Iterator[Trajectory]:
+    """Trajectories from a JSONL file; a torn last line (the run was killed mid-write) is skipped."""
+    with Path(path).open(encoding="utf-8") as handle:
+        lines = handle.readlines()
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as err:
+            if number == len(lines):
+                return
+            raise ValueError(f"{path}:{number} is not valid JSON ({err}); the trajectory file is corrupt") from err
+        yield Trajectory.from_json(data)

@@ -1,0 +1,105 @@
+"""`agemem rollout`: play tasks x K rollouts with the configured policy and engine.
+
+Writes ``trajectories.jsonl`` (one readable JSON line per episode, written as it finishes)
+and ``summary.json`` under the output directory, and prints a summary table.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from statistics import mean
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from agemem.config import AgeMemConfig
+from agemem.configlib import to_dict
+from agemem.text import normalize_answer
+from rollouts.build import build_driver, build_engine, build_resources, distractors_for, load_tasks
+from rollouts.driver import RolloutStats
+from rollouts.records import Trajectory, TrajectoryWriter
+
+
+def summarize_trajectories(trajectories: Sequence[Trajectory]) -> dict[str, Any]:
+    """Per-episode means of what the agent did; behaviour only, rewards come from rewards/."""
+    if not trajectories:
+        return {"episodes": 0}
+
+    def per_episode(count) -> float:
+        return round(mean(count(t) for t in trajectories), 3)
+
+    return {
+        "episodes": len(trajectories),
+        "answered": per_episode(lambda t: t.answer is not None),
+        "exact_match": per_episode(
+            lambda t: t.answer is not None and normalize_answer(t.answer) == normalize_answer(t.gold_answer)
+        ),
+        "steps": per_episode(lambda t: len(t.action_steps)),
+        "summary_generations": per_episode(lambda t: len(t.steps) - len(t.action_steps)),
+        "stage1_steps": per_episode(lambda t: sum(s.kind == "action" for s in t.stage_steps(1))),
+        "stage2_steps": per_episode(lambda t: sum(s.kind == "action" for s in t.stage_steps(2))),
+        "stage3_steps": per_episode(lambda t: sum(s.kind == "action" for s in t.stage_steps(3))),
+        "memory_adds": per_episode(lambda t: len(t.stats.ops("add"))),
+        "memory_updates": per_episode(lambda t: len(t.stats.ops("update"))),
+        "memory_deletes": per_episode(lambda t: len(t.stats.ops("delete"))),
+        "retrievals": per_episode(lambda t: len(t.stats.retrievals)),
+        "summaries": per_episode(lambda t: len(t.stats.summaries)),
+        "filters": per_episode(lambda t: len(t.stats.filters)),
+        "violations_per_step": round(
+            sum(len(s.violations) for t in trajectories for s in t.action_steps)
+            / max(1, sum(len(t.action_steps) for t in trajectories)),
+            3,
+        ),
+        "overflow": per_episode(lambda t: t.stats.overflow),
+        "limit_hits": per_episode(lambda t: len(t.limit_hits)),
+        "max_context_tokens": max(t.stats.max_context_tokens for t in trajectories),
+        "ended_by": {
+            reason: sum(t.ended_by == reason for t in trajectories)
+            for reason in sorted({t.ended_by for t in trajectories})
+        },
+    }
+
+
+def summary_table(summary: dict[str, Any], stats: RolloutStats) -> Table:
+    table = Table(title="rollouts", show_header=True)
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for key, value in summary.items():
+        table.add_row(key.replace("_", " "), str(value))
+    for key, value in stats.to_json().items():
+        table.add_row(key.replace("_", " "), str(value))
+    return table
+
+
+def run_rollouts(config: AgeMemConfig, out: str | Path, *, console: Console | None = None) -> dict[str, Any]:
+    """Load tasks, policy and engine from ``config``, play every task K times, write results to ``out``."""
+    from rollouts.policy import load_policy
+
+    console = console or Console()
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    tasks = load_tasks(config.data)
+    model, tokenizer = load_policy(config.policy) if config.engine.backend != "openai" else (None, None)
+    if tokenizer is None:
+        from agemem.chat import load_tokenizer
+
+        tokenizer = load_tokenizer(config.policy.tokenizer or config.env.context.tokenizer)
+    resources = build_resources(config, tokenizer)
+    distractors = distractors_for(config, tasks, resources.encoder, progress=True)
+    engine = build_engine(config, model, tokenizer)
+    driver = build_driver(config, engine, tokenizer, resources)
+    console.print(
+        f"{len(tasks)} task(s) x {config.rollout.rollouts_per_task} rollouts, engine={engine.name}, "
+        f"policy={config.policy.model}"
+    )
+    with TrajectoryWriter(out / "trajectories.jsonl") as writer:
+        result = driver.run(tasks, distractors, writer=writer)
+    summary = summarize_trajectories(result.trajectories)
+    record = {"summary": summary, "throughput": result.stats.to_json(), "config": to_dict(config)}
+    (out / "summary.json").write_text(json.dumps(record, indent=2, ensure_ascii=False))
+    console.print(summary_table(summary, result.stats))
+    console.print(f"trajectories: {out / 'trajectories.jsonl'}\nsummary: {out / 'summary.json'}")
+    return record

@@ -1,0 +1,99 @@
+"""A scripted engine for rollout tests: canned completions chosen by a policy function that
+reads the conversation (the prompt ids decoded back to chat messages by the tokenizer's
+own template markers), so tests check the episode and driver, not a model."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from agemem.summarizers import SUMMARY_INSTRUCTIONS
+from rollouts.engines.base import Completion, SamplingParams
+
+IM_END = 151645  # <|im_end|> in the Qwen2.5 tokenizer
+
+
+def parse_chatml(text: str) -> list[dict[str, str]]:
+    """Split a rendered Qwen (ChatML) prompt back into role/content messages (generation prompt dropped)."""
+    text = text.removesuffix("<|im_start|>assistant\n")
+    messages = []
+    for block in text.split("<|im_start|>")[1:]:
+        role, _, rest = block.partition("\n")
+        messages.append({"role": role, "content": rest.split("<|im_end|>")[0]})
+    return messages
+
+
+@dataclass
+class ScriptedEngine:
+    """Answers each prompt with ``policy(messages decoded from the prompt ids, call_index)``."""
+
+    tokenizer: Any
+    policy: Callable[[list[dict[str, str]]], str]
+    name: str = "scripted"
+    calls: list[list[str]] = field(default_factory=list)
+    """per engine call, the kind of each request: 'summary' or 'action'."""
+    fail_on: Callable[[list[dict[str, str]]], bool] | None = None
+
+    def generate(
+        self,
+        prompts: Sequence[Sequence[int]],
+        sampling: SamplingParams,
+        *,
+        messages: Sequence[list[dict[str, Any]]] | None = None,
+    ) -> list[Completion]:
+        out, kinds = [], []
+        for ids in prompts:
+            conversation = parse_chatml(self.tokenizer.decode(list(ids)))
+            is_summary = conversation[0]["content"] == SUMMARY_INSTRUCTIONS
+            kinds.append("summary" if is_summary else "action")
+            if self.fail_on is not None and self.fail_on(conversation):
+                out.append(Completion([], None, "error", error="scripted failure"))
+                continue
+            text = "The gist of it." if is_summary else self.policy(conversation)
+            token_ids = self.tokenizer(text, add_special_tokens=False)["input_ids"] + [IM_END]
+            out.append(Completion(token_ids, [-0.25] * len(token_ids), "stop"))
+        self.calls.append(kinds)
+        return out
+
+
+def call(name: str, **arguments: Any) -> str:
+    return "<think>scripted</think><tool_call>" + json.dumps([{"name": name, "arguments": arguments}]) + "</tool_call>"
+
+
+def answer(text: str) -> str:
+    return f"<think>scripted</think><answer>{text}</answer>"
+
+
+def last_user(conversation: list[dict[str, str]]) -> int | None:
+    users = [i for i, m in enumerate(conversation) if m["role"] == "user" and "<tool_response>" not in m["content"]]
+    return users[-1] if users else None
+
+
+class MemoryAgent:
+    """Stage 1: store each fact message, then acknowledge. Stage 2: acknowledge (or filter /
+    summarise). Stage 3: retrieve with the question, then answer with the best memory's hint."""
+
+    def __init__(self, tasks, *, stage2: str = "ack", answers: dict[str, str] | None = None):
+        self.questions = {t.question: t for t in tasks}
+        self.distractors = {d for t in tasks for d in t.distractors}
+        self.stage2 = stage2
+        self.answers = answers or {t.question: t.answer for t in tasks}
+
+    def __call__(self, conversation: list[dict[str, str]]) -> str:
+        index = last_user(conversation)
+        if index is None:  # Filter_context removed the message being answered
+            return answer("OK")
+        message = conversation[index]["content"]
+        replies = conversation[index + 1 :]
+        acted = any(m["role"] == "assistant" for m in replies)
+        if message in self.questions:
+            return answer(self.answers[message]) if acted else call("Retrieve_memory", query=message)
+        if message in self.distractors or self.stage2 == "any":
+            if acted or self.stage2 == "ack":
+                return answer("OK")
+            if self.stage2 == "filter":
+                return call("Filter_context", criteria=message)
+            return call("Summary_context", span="all")
+        return answer("OK") if acted else call("Add_memory", content=message)
