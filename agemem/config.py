@@ -147,10 +147,12 @@ class PolicyConfig:
     """tiny model: attention heads (key/value heads: half)."""
 
     def validate(self) -> None:
-        if self.tiny_hidden_size % self.tiny_heads or self.tiny_heads < 2 or self.tiny_layers < 1:
+        # key/value heads are tiny_heads // 2 and must divide tiny_heads; rotary embeddings need an even head size
+        heads_ok = self.tiny_heads >= 2 and self.tiny_heads % 2 == 0
+        if not heads_ok or self.tiny_hidden_size % (2 * self.tiny_heads) or self.tiny_layers < 1:
             raise ConfigError(
-                f"tiny_hidden_size={self.tiny_hidden_size} must be a multiple of tiny_heads={self.tiny_heads} "
-                f"(>= 2), and tiny_layers={self.tiny_layers} >= 1"
+                f"tiny_heads={self.tiny_heads} must be even and >= 2, tiny_hidden_size={self.tiny_hidden_size} a "
+                f"multiple of 2 x tiny_heads, and tiny_layers={self.tiny_layers} >= 1"
             )
 
 
@@ -366,3 +368,10 @@ class AgeMemConfig:
     """Stage-2 distractor turns."""
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     """the three-stage episode and the batched driver."""
+
+    def validate(self) -> None:
+        if self.rollout.introspective_top_k > self.env.ltm.max_top_k:
+            raise ConfigError(
+                f"rollout.introspective_top_k={self.rollout.introspective_top_k} exceeds "
+                f"env.ltm.max_top_k={self.env.ltm.max_top_k}; lower the first or raise the second"
+            )

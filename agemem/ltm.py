@@ -322,7 +322,9 @@ class LongTermMemory:
         return [name for name, index in self._scopes.items() if len(index)]
 
     def clear(self, *, scope: str = DEFAULT_SCOPE) -> None:
+        """Forget the scope entirely: its entries and its id sequence (a cleared scope starts afresh)."""
         self._scopes.pop(scope, None)
+        self._sequences.pop(scope, None)
 
     def __len__(self) -> int:
         return sum(len(index) for index in self._scopes.values())

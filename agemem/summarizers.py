@@ -20,6 +20,7 @@ from agemem.configlib import ConfigError
 from agemem.context import Message, Summarizer
 from agemem.httpclient import HTTPRequestError, post_json
 from agemem.protocol import parse_response
+from agemem.text import strip_thinking
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -43,9 +44,6 @@ def transcript(messages: list[Message]) -> str:
     return "\n".join(f"{m.role}: {m.content}" for m in messages)
 
 
-_THINK_BLOCK = re.compile(r"^\s*<think>.*?</think>", re.DOTALL)
-
-
 class LLMSummarizer:
     """A chat model writes the summary. ``prompt`` and ``finish`` are public so the rollout
     driver can route the generation through its batched engine instead of ``generate``."""
@@ -62,7 +60,7 @@ class LLMSummarizer:
 
     def finish(self, text: str) -> str:
         """The summary from the model's reply: a leading <think> block dropped, whitespace stripped."""
-        text = _THINK_BLOCK.sub("", text).strip()
+        text = strip_thinking(text)
         if not text:
             raise SummarizerError("the summary model returned an empty summary")
         return text

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import string
 
+_THINK_BLOCK = re.compile(r"^\s*<think>.*?</think>", re.DOTALL)
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCTUATION = str.maketrans("", "", string.punctuation)
 
@@ -25,3 +26,8 @@ def contains_answer(text: str, answer: str) -> bool:
     if not needle or needle in ("yes", "no"):
         return False
     return f" {needle} " in f" {normalize_answer(text)} "
+
+
+def strip_thinking(text: str) -> str:
+    """The reply without a leading ``<think>…</think>`` block (reasoning models write one), stripped."""
+    return _THINK_BLOCK.sub("", text).strip()

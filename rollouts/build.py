@@ -22,8 +22,11 @@ if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 
-def load_tasks(config: DataConfig) -> list[Task]:
-    """Tasks named by ``data.source``: 'synthetic', a HotpotQA file or directory, or a hub id."""
+def load_tasks(config: DataConfig, *, apply_limit: bool = True) -> list[Task]:
+    """Tasks named by ``data.source``: 'synthetic', a HotpotQA file or directory, or a hub id.
+
+    ``apply_limit=False`` returns every task (the corpus distractor pool: more paragraphs to choose from).
+    """
     if config.source == "synthetic":
         from rollouts.synthetic import generate_synthetic_tasks
 
@@ -32,7 +35,7 @@ def load_tasks(config: DataConfig) -> list[Task]:
         from rollouts.hotpotqa import load_hotpotqa
 
         tasks = load_hotpotqa(config.source, split=config.split, hub_config=config.hub_config)
-    return tasks[: config.limit] if config.limit else tasks
+    return tasks[: config.limit] if config.limit and apply_limit else tasks
 
 
 def sampling_params(config: SamplingConfig, stop_token_ids: Sequence[int] = ()) -> SamplingParams:

@@ -30,7 +30,7 @@ from agemem.config import DistractorConfig
 from agemem.configlib import ConfigError
 from agemem.encoders import Encoder
 from agemem.summarizers import ChatGenerate
-from agemem.text import contains_answer
+from agemem.text import contains_answer, strip_thinking
 from rollouts.messages import casual, task_rng
 from rollouts.tasks import Task
 
@@ -60,15 +60,22 @@ class CorpusDistractors:
         self.titles = list(seen)
         self.texts = [seen[t] for t in self.titles]
         self.encoder = encoder
-        self._vectors_ND = np.concatenate(
-            [encoder.encode(self.texts[i : i + batch_size]) for i in range(0, len(self.texts), batch_size)]
-        )
+        self.batch_size = batch_size
+        self._vectors_ND: np.ndarray | None = None  # encoded on first use: a warm cache never needs them
         digest = hashlib.sha1("\n".join(self.titles).encode()).hexdigest()[:12]
         self.fingerprint = f"corpus:{getattr(encoder, 'name', 'encoder')}:{digest}"
 
+    def vectors(self) -> np.ndarray:
+        if self._vectors_ND is None:
+            step = self.batch_size
+            self._vectors_ND = np.concatenate(
+                [self.encoder.encode(self.texts[i : i + step]) for i in range(0, len(self.texts), step)]
+            )
+        return self._vectors_ND
+
     def generate(self, task: Task, count: int) -> list[str]:
         own_titles = {p.title for p in task.contexts}
-        similarity_N = self._vectors_ND @ self.encoder.encode([task.question])[0]
+        similarity_N = self.vectors() @ self.encoder.encode([task.question])[0]
         rng = task_rng(task.id, "distractors")
         chosen: list[str] = []
         for row in np.argsort(-similarity_N, kind="stable"):
@@ -77,8 +84,11 @@ class CorpusDistractors:
                 continue
             chosen.append(casual(title, text, rng))
             if len(chosen) == count:
-                break
-        return chosen
+                return chosen
+        raise ConfigError(
+            f"the corpus has only {len(chosen)} usable paragraph(s) for task {task.id!r} (of {count} distractors "
+            f"asked): load more tasks into the pool, lower distractors.count, or use another generator"
+        )
 
 
 DISTRACTOR_PROMPTS = {
@@ -99,13 +109,14 @@ DISTRACTOR_PROMPTS = {
 class LLMDistractors:
     """Distractors written by a chat model; a message revealing the answer is retried, then dropped."""
 
-    def __init__(self, generate: ChatGenerate, style: str, model: str, attempts: int = 3):
+    def __init__(self, generate: ChatGenerate, style: str, fingerprint: str, attempts: int = 3):
         if style not in DISTRACTOR_PROMPTS:
             raise ConfigError(f"style={style!r}: choose one of {', '.join(DISTRACTOR_PROMPTS)}")
         self.generate_text = generate
         self.style = style
         self.attempts = attempts
-        self.fingerprint = f"llm:{model}:{style}"
+        self.fingerprint = f"llm:{style}:{fingerprint}"
+        """``fingerprint`` names the endpoint and its settings, so changing them does not reuse cached text."""
 
     def generate(self, task: Task, count: int) -> list[str]:
         messages: list[str] = []
@@ -113,7 +124,7 @@ class LLMDistractors:
             prompt = DISTRACTOR_PROMPTS[self.style].format(question=task.question, answer=task.answer, index=index)
             for _ in range(self.attempts):
                 try:
-                    text = self.generate_text([{"role": "user", "content": prompt}]).strip()
+                    text = strip_thinking(self.generate_text([{"role": "user", "content": prompt}]))
                 except Exception as err:  # the endpoint's own error says which URL failed and why
                     raise RuntimeError(
                         f"distractor generation for task {task.id!r} failed: {err}; check distractors.base_url "
@@ -212,4 +223,5 @@ def build_distractor_generator(config: DistractorConfig, pool: Sequence[Task], e
         return TaskDistractors()
     from agemem.summarizers import OpenAIChatClient
 
-    return LLMDistractors(OpenAIChatClient.from_settings(config), config.style, config.model)
+    settings = f"{config.base_url}|{config.model}|t={config.temperature}|max={config.max_tokens}"
+    return LLMDistractors(OpenAIChatClient.from_settings(config), config.style, settings)

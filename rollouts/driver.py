@@ -9,7 +9,6 @@ lives here and only here.
 
 from __future__ import annotations
 
-import itertools
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -30,8 +29,6 @@ if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
     from rollouts.tasks import Task
-
-_run_ids = itertools.count()
 
 
 @dataclass
@@ -96,7 +93,8 @@ class RolloutDriver:
     """Plays tasks x K rollouts on one engine, batching every tick's requests into one call.
 
     ``resources`` is shared by all episodes; each rollout gets its own LTM scope, cleared
-    when the episode ends (its final memory is kept in the trajectory).
+    when the episode ends (its final memory is kept in the trajectory). One driver runs one
+    ``run`` at a time.
     """
 
     def __init__(
@@ -138,7 +136,6 @@ class RolloutDriver:
         missing = [t.id for t in tasks if t.id not in distractors]
         if missing:
             raise KeyError(f"no distractors for task(s) {missing[:3]}; build them with rollouts.distractors.prepare")
-        run_id = next(_run_ids)
         queue = deque((i, r) for i in range(len(tasks)) for r in range(k))
         limit = self.config.max_live_episodes or len(queue)
         live: list[_Live] = []
@@ -149,7 +146,7 @@ class RolloutDriver:
 
         def finish(key: tuple[int, int], scope: str, trajectory: Trajectory) -> None:
             self.resources.ltm.clear(scope=scope)  # the trajectory already holds the final memory
-            trajectory.meta.update(engine=self.engine.name, run=run_id)
+            trajectory.meta["engine"] = self.engine.name
             done[key] = trajectory
             if writer is not None:
                 writer.write(trajectory)
@@ -163,7 +160,9 @@ class RolloutDriver:
                 while queue and len(live) < limit:
                     task_index, rollout = queue.popleft()
                     task = tasks[task_index]
-                    scope = f"run{run_id}/{task.id}/{rollout}"
+                    # by position, not id alone: a task listed twice must not share a memory bank; the
+                    # same name in every run keeps memory ids (and so prompts) reproducible
+                    scope = f"{task_index}:{task.id}/{rollout}"
                     self.resources.ltm.clear(scope=scope)
                     env = MemoryEnv(self.resources, scope=scope)
                     run = Episode(task, list(distractors[task.id]), env, self.setup, rollout).play()

@@ -109,13 +109,19 @@ class Trajectory:
 
 
 class TrajectoryWriter:
-    """Appends one JSON line per finished trajectory, flushed at once: an interrupted run keeps
-    everything that finished."""
+    """Writes one JSON line per finished trajectory, flushed at once: an interrupted run keeps
+    everything that finished.
 
-    def __init__(self, path: str | os.PathLike[str]):
+    ``append=False`` (default) starts the file afresh. ``append=True`` continues it (a resumed
+    run) after cutting a torn last line, so a killed writer never corrupts the next one's lines.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, append: bool = False):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = self.path.open("a", encoding="utf-8")
+        if append and self.path.exists():
+            _drop_torn_tail(self.path)
+        self._file = self.path.open("a" if append else "w", encoding="utf-8")
         self.written = 0
 
     def write(self, trajectory: Trajectory) -> None:
@@ -133,17 +139,24 @@ class TrajectoryWriter:
         self.close()
 
 
+def _drop_torn_tail(path: Path) -> None:
+    """Cut a last line that has no newline (its writer was killed mid-line)."""
+    with path.open("rb+") as handle:
+        data = handle.read()
+        if data and not data.endswith(b"\n"):
+            handle.truncate(data.rfind(b"\n") + 1)
+
+
 def read_trajectories(path: str | os.PathLike[str]) -> Iterator[Trajectory]:
-    """Trajectories from a JSONL file; a torn last line (the run was killed mid-write) is skipped."""
+    """Stream trajectories from a JSONL file; a torn last line (the run was killed mid-write) is skipped."""
     with Path(path).open(encoding="utf-8") as handle:
-        lines = handle.readlines()
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as err:
-            if number == len(lines):
-                return
-            raise ValueError(f"{path}:{number} is not valid JSON ({err}); the trajectory file is corrupt") from err
-        yield Trajectory.from_json(data)
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                data = json.loads(line)
+            except json.JSONDecodeError as err:
+                if not line.endswith("\n") and not handle.read(1):  # the last line, cut short
+                    return
+                raise ValueError(f"{path}:{number} is not valid JSON ({err}); the trajectory file is corrupt") from err
+            yield Trajectory.from_json(data)

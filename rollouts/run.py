@@ -81,14 +81,15 @@ def run_rollouts(config: AgeMemConfig, out: str | Path, *, console: Console | No
     console = console or Console()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    tasks = load_tasks(config.data)
+    pool = load_tasks(config.data, apply_limit=False)  # distractors may come from beyond data.limit
+    tasks = pool[: config.data.limit] if config.data.limit else pool
     model, tokenizer = load_policy(config.policy) if config.engine.backend != "openai" else (None, None)
     if tokenizer is None:
         from agemem.chat import load_tokenizer
 
         tokenizer = load_tokenizer(config.policy.tokenizer or config.env.context.tokenizer)
     resources = build_resources(config, tokenizer)
-    distractors = distractors_for(config, tasks, resources.encoder, progress=True)
+    distractors = distractors_for(config, tasks, resources.encoder, pool, progress=True)
     engine = build_engine(config, model, tokenizer)
     driver = build_driver(config, engine, tokenizer, resources)
     console.print(

@@ -28,7 +28,9 @@ class SamplingParams:
     max_tokens: int = 2048
     """response budget: the most tokens one completion may have."""
     seed: int | None = None
-    """base seed; engines derive one seed per call (and per request where they can) from it."""
+    """base seed; engines derive one seed per call (and per request where they can) from it. A run
+    reproduces on the same engine with the same batching: the transformers engine draws one random
+    stream per call, so another batch_size or max_live_episodes gives other (equally valid) samples."""
     stop_token_ids: tuple[int, ...] = ()
     """end-of-turn ids; generation stops after emitting one (it is kept in the completion)."""
 

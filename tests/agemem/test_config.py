@@ -1,3 +1,4 @@
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -108,3 +109,18 @@ class _OptionalText:
 @pytest.mark.parametrize(("override", "value"), [("name=0123", "0123"), ("name=null", None), ("name=no", "no")])
 def test_optional_string_overrides_are_verbatim_except_null(override, value):
     assert load_config(_OptionalText, None, [override]).name == value
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("rollout.introspective_top_k=25", "exceeds env.ltm.max_top_k=20"),
+        ("policy.tiny_heads=5", "tiny_heads=5 must be even"),
+        ("policy.tiny_hidden_size=12", "multiple of 2 x tiny_heads"),
+        ("sampling.top_p=0", "top_p=0.0 must be in"),
+        ("engine.backend=openai", "needs openai.model"),
+    ],
+)
+def test_rollout_sections_are_validated(override, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_config(AgeMemConfig, overrides=[override])

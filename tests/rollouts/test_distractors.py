@@ -6,7 +6,13 @@ import pytest
 
 from agemem.config import DistractorConfig
 from agemem.configlib import ConfigError
-from rollouts.distractors import LLMDistractors, StaticDistractors, TaskDistractors, build_distractor_generator
+from rollouts.distractors import (
+    CorpusDistractors,
+    LLMDistractors,
+    StaticDistractors,
+    TaskDistractors,
+    build_distractor_generator,
+)
 from rollouts.hotpotqa import load_hotpotqa
 from rollouts.synthetic import generate_synthetic_tasks
 from tests.conftest import WordSetEncoder
@@ -28,7 +34,29 @@ def test_llm_distractors_retry_a_text_that_reveals_the_answer(task):
     generator = LLMDistractors(chat, "related", "m")
     assert generator.generate(task, 2) == ["Let's talk about gardening instead.", "Another chat."]
     assert len(prompts) == 3 and task.question in prompts[0] and "Message #2" in prompts[2]
-    assert generator.fingerprint == "llm:m:related"
+    assert generator.fingerprint == "llm:related:m"
+    assert LLMDistractors(chat, "related", "<think>x</think>").fingerprint != generator.fingerprint
+
+
+def test_llm_distractors_drop_a_leading_think_block(task):
+    generator = LLMDistractors(
+        lambda messages: "<think>plan the message</think>\nHow was your weekend?", "unrelated", "m"
+    )
+    assert generator.generate(task, 1) == ["How was your weekend?"]
+
+
+def test_llm_distractor_cache_key_changes_with_the_endpoint_settings():
+    first = build_distractor_generator(DistractorConfig(generator="llm", model="m"), [], WordSetEncoder())
+    hotter = build_distractor_generator(
+        DistractorConfig(generator="llm", model="m", temperature=1.3), [], WordSetEncoder()
+    )
+    assert first.fingerprint != hotter.fingerprint
+
+
+def test_corpus_distractors_refuse_to_come_back_short():
+    tasks = load_hotpotqa("bundled:hotpotqa", limit=1)  # the pool holds only the task's own paragraphs
+    with pytest.raises(ConfigError, match=r"only 0 usable paragraph\(s\).*load more tasks"):
+        CorpusDistractors(tasks, WordSetEncoder()).generate(tasks[0], 5)
 
 
 def test_llm_distractors_drop_a_message_that_keeps_revealing_the_answer(task):

@@ -209,7 +209,7 @@ def test_policy_summaries_share_engine_calls_with_other_episodes(qwen_tokenizer)
     config = make_config("env.summarizer.backend=policy")
     result, engine, _ = play(tasks, config, MemoryAgent(tasks, stage2="summary"), qwen_tokenizer)
     assert any({"summary", "action"} <= set(kinds) for kinds in engine.calls)
-    assert all(len(kinds) <= 2 for kinds in engine.calls)  # one request per live episode per tick
+    assert [len(kinds) for kinds in engine.calls].count(2) >= len(engine.calls) - 2  # in lockstep but for the tail
     for trajectory in result.trajectories:
         summaries = [s for s in trajectory.steps if s.kind == "summary"]
         assert len(summaries) == len(trajectory.stats.summaries) == 5
@@ -277,7 +277,7 @@ def test_corpus_distractors_never_reveal_the_answer():
         own = {p.title for p in task.contexts}
         for text in chosen:
             assert not contains_answer(text, task.answer)
-            assert not any(f" {title}:" in text or f"about {title}" in text for title in own)
+            assert not any(title in text for title in own)
         assert chosen == CorpusDistractors(tasks, WordSetEncoder(dim=20_000)).generate(task, 5)  # deterministic
 
 
@@ -315,3 +315,63 @@ def test_missing_distractors_are_a_clear_error(tasks, qwen_tokenizer):
     driver = build_driver(config, ScriptedEngine(qwen_tokenizer, MemoryAgent(tasks)), qwen_tokenizer, resources)
     with pytest.raises(KeyError, match="no distractors for task"):
         driver.run(tasks, {})
+
+
+def test_a_task_listed_twice_gets_separate_memory_banks(tasks, qwen_tokenizer):
+    result, _, _ = play([tasks[0], tasks[0]], make_config(), MemoryAgent(tasks), qwen_tokenizer)
+    first, second = result.trajectories
+    assert len(first.final_memory) == len(second.final_memory) == 3  # each stored its own three facts
+
+
+def test_memory_ids_are_the_same_in_every_run(tasks, qwen_tokenizer):
+    config = make_config()
+    encoder = WordSetEncoder()
+    resources = build_resources(config, qwen_tokenizer, encoder=encoder)
+    driver = build_driver(config, ScriptedEngine(qwen_tokenizer, MemoryAgent(tasks)), qwen_tokenizer, resources)
+    driver.progress = False
+    distractors = distractors_for(config, tasks, encoder)
+    first, again = (driver.run(tasks, distractors).trajectories for _ in range(2))
+    assert [[m["memory_id"] for m in t.final_memory] for t in first] == [
+        [m["memory_id"] for m in t.final_memory] for t in again
+    ]
+    assert resources.ltm._sequences == {}  # cleared scopes leave nothing behind
+
+
+def test_config_sampling_reaches_every_engine_call(tasks, qwen_tokenizer):
+    config = make_config(
+        "sampling.temperature=0.7",
+        "sampling.top_p=0.9",
+        "sampling.top_k=5",
+        "sampling.max_tokens=77",
+        "sampling.seed=3",
+    )
+    seen = []
+
+    class Recording(ScriptedEngine):
+        def generate(self, prompts, sampling, *, messages=None):
+            seen.append(sampling)
+            return super().generate(prompts, sampling, messages=messages)
+
+    encoder = WordSetEncoder()
+    resources = build_resources(config, qwen_tokenizer, encoder=encoder)
+    engine = Recording(qwen_tokenizer, MemoryAgent(tasks))
+    driver = build_driver(config, engine, qwen_tokenizer, resources, progress=False)
+    driver.run(tasks[:1], distractors_for(config, tasks[:1], encoder))
+    assert seen and {(s.temperature, s.top_p, s.top_k, s.max_tokens, s.seed) for s in seen} == {(0.7, 0.9, 5, 77, 3)}
+    assert {s.stop_token_ids for s in seen} == {(151645,)}  # the chat template's end of turn
+
+
+def test_writer_starts_afresh_or_resumes_past_a_torn_line(tasks, qwen_tokenizer, tmp_path):
+    path = tmp_path / "t.jsonl"
+    result, _, _ = play(tasks, make_config(), MemoryAgent(tasks), qwen_tokenizer)
+    first, second = result.trajectories
+    with TrajectoryWriter(path) as writer:
+        writer.write(first)
+    with path.open("a") as handle:
+        handle.write('{"task_id": "torn')  # killed mid-line
+    with TrajectoryWriter(path, append=True) as writer:  # resume: the torn line is cut, not glued onto
+        writer.write(second)
+    assert [t.task_id for t in read_trajectories(path)] == [first.task_id, second.task_id]
+    with TrajectoryWriter(path) as writer:  # a fresh run replaces the file
+        writer.write(second)
+    assert [t.task_id for t in read_trajectories(path)] == [second.task_id]
