@@ -351,6 +351,32 @@ class RolloutConfig:
 
 
 @dataclass
+class RewardConfig:
+    mode: Literal["composite", "answer_only"] = "composite"
+    """composite: R = w·[R_task, R_context, R_memory] + P (paper); answer_only: R = R_task + P (ablation)."""
+    w_task: float = 1 / 3
+    """weight of R_task (paper: 1/3)."""
+    w_context: float = 1 / 3
+    """weight of R_context (paper: 1/3)."""
+    w_memory: float = 1 / 3
+    """weight of R_memory (paper: 1/3)."""
+    round_limit_penalty: float = -1.0
+    """added when any round limit was hit (paper: -1)."""
+    overflow_penalty: float = -0.5
+    """added when the context exceeded env.context.max_context_tokens (paper: -0.5)."""
+    format_penalty: float = 0.0
+    """added per format violation of an agent step (0 = off; the count is logged either way)."""
+    storage_threshold: float = 0.5
+    """a Stage-1 add is high-quality when the judge scores it >= this against the supporting facts."""
+
+    def validate(self) -> None:
+        if min(self.w_task, self.w_context, self.w_memory) < 0:
+            raise ConfigError("reward weights must be >= 0")
+        if not 0 <= self.storage_threshold <= 1:
+            raise ConfigError(f"storage_threshold={self.storage_threshold} must be in [0, 1]")
+
+
+@dataclass
 class AgeMemConfig:
     env: EnvConfig = field(default_factory=EnvConfig)
     """the memory environment: LTM, STM, tools, encoder, summarizer."""
@@ -368,6 +394,8 @@ class AgeMemConfig:
     """Stage-2 distractor turns."""
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     """the three-stage episode and the batched driver."""
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    """the composite reward (paper Appendix A.2)."""
 
     def validate(self) -> None:
         if self.rollout.introspective_top_k > self.env.ltm.max_top_k:

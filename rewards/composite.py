@@ -1,0 +1,121 @@
+"""Scoring finished trajectories: judge calls batched across trajectories, then the pure terms.
+
+``score_trajectories`` asks the judge once per role for a whole batch (answers, Stage-1
+entries, Stage-3 retrievals), then assembles every term and sub-term of each trajectory into
+a flat breakdown (logged by the trainer) whose ``total`` is the reward. The whole trajectory
+counts: Stage-1 adds and Stage-2 context actions included (defect 3).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from agemem.config import RewardConfig
+from rewards import terms
+from rewards.base import AnswerItem, Judge, MemoryItem, RelevanceItem
+from rollouts.records import Step, Trajectory
+from rollouts.tasks import Task
+
+
+def answer_step(trajectory: Trajectory) -> Step | None:
+    """The step the context is judged at: the answering step, else the last agent step."""
+    actions = trajectory.action_steps
+    answered = [s for s in actions if s.stage == 3 and s.answer is not None]
+    return answered[-1] if answered else (actions[-1] if actions else None)
+
+
+def score_trajectories(
+    trajectories: Sequence[Trajectory],
+    tasks: Mapping[str, Task],
+    judge: Judge,
+    config: RewardConfig,
+    token_budget: int,
+) -> list[dict[str, float]]:
+    """One reward breakdown per trajectory (also stored in ``trajectory.reward``)."""
+    answered = [t for t in trajectories if t.answer is not None]
+    answer_scores = dict(
+        zip(
+            (id(t) for t in answered),
+            judge.answer_scores([AnswerItem(t.question, t.answer or "", t.gold_answer) for t in answered]),
+        )
+    )
+    entries = {id(t): [op.content for op in t.stats.ops("add", stage=1)] for t in trajectories}
+    memory_items = [
+        MemoryItem(content, tuple(f.text for f in tasks[t.task_id].supporting_facts))
+        for t in trajectories
+        for content in entries[id(t)]
+    ]
+    memory_scores = iter(judge.memory_scores(memory_items))
+    retrievals = {id(t): [r for r in t.stats.retrievals if r.stage == 3] for t in trajectories}
+    relevance_items = [RelevanceItem(t.question, tuple(r.contents)) for t in trajectories for r in retrievals[id(t)]]
+    relevance_scores = iter(judge.relevance_scores(relevance_items))
+
+    breakdowns = []
+    for trajectory in trajectories:
+        entry_scores = [next(memory_scores) for _ in entries[id(trajectory)]]
+        retrieval_scores = [next(relevance_scores) for _ in retrievals[id(trajectory)]]
+        breakdown = reward_breakdown(
+            trajectory, answer_scores.get(id(trajectory)), entry_scores, retrieval_scores, config, token_budget
+        )
+        trajectory.reward = breakdown
+        breakdowns.append(breakdown)
+    return breakdowns
+
+
+def reward_breakdown(
+    trajectory: Trajectory,
+    answer_score: float | None,
+    entry_scores: Sequence[float],
+    retrieval_scores: Sequence[float],
+    config: RewardConfig,
+    token_budget: int,
+) -> dict[str, float]:
+    """Every term and sub-term of one trajectory, given the judge's scores for it."""
+    stats = trajectory.stats
+    step = answer_step(trajectory)
+    tokens_used = step.context_tokens if step else 0
+    context_text = step.prompt_text.replace(trajectory.question, "") if step else ""
+    management = [s.step for s in stats.summaries] + [f.step for f in stats.filters]
+
+    r_task = terms.task_reward(answer_score)
+    compression = terms.compression_reward(tokens_used, token_budget)
+    preventive = terms.preventive_reward(management, stats.first_overflow_step)
+    preservation = terms.preservation_reward(terms.key_items(trajectory.question), context_text)
+    r_context = terms.context_reward(compression, preventive, preservation)
+    storage = terms.storage_reward(entry_scores, config.storage_threshold)
+    maintenance = terms.maintenance_reward(len(stats.ops("update")) + len(stats.ops("delete")))
+    relevance = terms.relevance_reward(retrieval_scores)
+    r_memory = terms.memory_reward(storage, maintenance, relevance)
+    violations = sum(len(s.violations) for s in trajectory.action_steps)
+    penalties = terms.penalty(
+        bool(trajectory.limit_hits),
+        stats.overflow,
+        violations,
+        round_limit_penalty=config.round_limit_penalty,
+        overflow_penalty=config.overflow_penalty,
+        format_penalty=config.format_penalty,
+    )
+    if config.mode == "answer_only":
+        total = terms.answer_only_reward(r_task, penalties)
+    else:
+        weights = (config.w_task, config.w_context, config.w_memory)
+        total = terms.composite_reward(r_task, r_context, r_memory, penalties, weights)
+    return {
+        "total": total,
+        "task": r_task,
+        "context": r_context,
+        "context/compression": compression,
+        "context/preventive": preventive,
+        "context/preservation": preservation,
+        "memory": r_memory,
+        "memory/storage": storage,
+        "memory/maintenance": maintenance,
+        "memory/relevance": relevance,
+        "penalty": penalties,
+        "penalty/round_limit": float(bool(trajectory.limit_hits)),
+        "penalty/overflow": float(stats.overflow),
+        "violations": float(violations),
+        "context/tokens_used": float(tokens_used),
+        "memory/stage1_adds": float(len(entry_scores)),
+        "memory/retrievals": float(len(retrieval_scores)),
+    }

@@ -1,0 +1,185 @@
+"""Every reward term by hand, and the composite on constructed trajectories."""
+
+from __future__ import annotations
+
+import pytest
+
+from agemem.config import RewardConfig
+from agemem.env import EpisodeStats, FilterRecord, MemoryOpRecord, RetrievalRecord, SummaryRecord
+from rewards import terms
+from rewards.composite import reward_breakdown, score_trajectories
+from rollouts.records import Step, Trajectory
+from rollouts.tasks import Paragraph, SupportingFact, Task
+
+
+def test_task_reward():
+    assert terms.task_reward(0.75) == 0.75
+    assert terms.task_reward(None) == -1.0  # no answer (Eq. 17)
+
+
+def test_compression_reward():
+    assert terms.compression_reward(2048, 8192) == 0.75  # 1 - 2048/8192
+    assert terms.compression_reward(9000, 8192) == 0.0  # max(0, 1 - 1.098...)
+
+
+def test_preventive_reward():
+    assert terms.preventive_reward([3, 9], first_overflow_step=5) == 1.0  # step 3 came before the overflow at 5
+    assert terms.preventive_reward([7], first_overflow_step=5) == 0.0  # managed only after it
+    assert terms.preventive_reward([], first_overflow_step=5) == 0.0
+    assert terms.preventive_reward([2], first_overflow_step=None) == 1.0
+    assert terms.preventive_reward([], first_overflow_step=None) == 0.0
+
+
+@pytest.mark.parametrize(
+    ("question", "items"),
+    [
+        ("Were Scott Derrickson and Ed Wood of the same nationality?", ["Scott Derrickson", "Ed Wood"]),
+        ("Which city hosted the 1996 Summer Olympics on July 19, 1996?", ["1996", "Summer Olympics", "July 19, 1996"]),
+        ("Who was born in March 1970 in the Republic of Ireland?", ["March 1970", "Republic of Ireland"]),
+        ("what is the capital?", []),
+    ],
+)
+def test_key_items(question, items):
+    assert terms.key_items(question) == items
+
+
+def test_preservation_reward():
+    items = ["Scott Derrickson", "Ed Wood"]
+    assert terms.preservation_reward(items, "[Summary] scott derrickson is American.") == 0.5  # 1 of 2
+    assert terms.preservation_reward(items, "Scott Derrickson ... Ed Wood") == 1.0
+    assert terms.preservation_reward([], "anything") == 1.0
+
+
+def test_context_and_memory_means():
+    assert terms.context_reward(0.75, 1.0, 0.5) == 0.75  # (0.75 + 1 + 0.5) / 3
+    assert terms.memory_reward(0.5, 0.0, 1.0) == 0.5  # (0.5 + 0 + 1) / 3
+
+
+def test_storage_maintenance_relevance():
+    assert terms.storage_reward([0.9, 0.2, 0.5, 0.49], threshold=0.5) == 0.5  # 0.9 and 0.5 pass: 2 / 4
+    assert terms.storage_reward([], threshold=0.5) == 0.0
+    assert terms.maintenance_reward(0) == 0.0 and terms.maintenance_reward(2) == 1.0
+    assert terms.relevance_reward([1.0, 0.5]) == 0.75 and terms.relevance_reward([]) == 0.0
+
+
+def test_penalty():
+    kwargs = {"round_limit_penalty": -1.0, "overflow_penalty": -0.5, "format_penalty": -0.1}
+    assert terms.penalty(True, True, 3, **kwargs) == pytest.approx(-1.8)  # -1 - 0.5 - 3 x 0.1
+    assert terms.penalty(False, False, 0, **kwargs) == 0.0
+
+
+def test_composite_and_answer_only():
+    third = 1 / 3
+    assert terms.composite_reward(1.0, 0.5, 0.25, -0.5, (third, third, third)) == pytest.approx(0.0833333, abs=1e-6)
+    # (1 + 0.5 + 0.25) / 3 - 0.5 = 0.58333 - 0.5
+    assert terms.answer_only_reward(1.0, -0.5) == 0.5
+
+
+QUESTION = "Where does Ada Quill live?"
+
+
+def trajectory(*, answer="Oslo", context_tokens=2048, limit_hits=(), overflow_step=None, summaries=(), filters=()):
+    stats = EpisodeStats(
+        memory_ops=[
+            MemoryOpRecord("add", 1, 1, True, "mem_1", "Ada Quill lives in Oslo."),
+            MemoryOpRecord("add", 1, 2, True, "mem_2", "It rained."),
+            MemoryOpRecord("update", 2, 4, True, "mem_2", "It rained a lot.", "It rained."),
+        ],
+        retrievals=[RetrievalRecord(3, 9, QUESTION, 3, ["mem_1"], ["Ada Quill lives in Oslo."], [0.9])],
+        summaries=[SummaryRecord(2, s, "all", [], "gist") for s in summaries],
+        filters=[FilterRecord(2, s, "rain", [], []) for s in filters],
+        overflow=overflow_step is not None,
+        first_overflow_step=overflow_step,
+    )
+    step = Step(
+        stage=3,
+        kind="action",
+        turn=0,
+        prompt_ids=[1] * context_tokens,
+        completion_ids=[2],
+        logprobs=[-0.1],
+        finish_reason="stop",
+        prompt_text=f"system ... [Summary] Ada Quill lives in Oslo. user: {QUESTION}",
+        completion_text=f"<answer>{answer}</answer>",
+        answer=answer,
+        context_tokens=context_tokens,
+        violations=["text_outside_tags"],
+    )
+    return Trajectory(
+        task_id="t",
+        rollout_index=0,
+        question=QUESTION,
+        gold_answer="Oslo",
+        steps=[step],
+        answer=answer,
+        ended_by="answer",
+        stats=stats,
+        limit_hits=list(limit_hits),
+    )
+
+
+TASK = Task(
+    "t",
+    QUESTION,
+    "Oslo",
+    [Paragraph("Ada Quill", ["Ada Quill lives in Oslo."])],
+    [SupportingFact("Ada Quill", 0, "Ada Quill lives in Oslo.")],
+)
+
+
+def test_reward_breakdown_by_hand():
+    config = RewardConfig(format_penalty=-0.1)
+    breakdown = reward_breakdown(
+        trajectory(summaries=[3], overflow_step=6), 1.0, [1.0, 0.0], [0.8], config, token_budget=8192
+    )
+    assert breakdown["task"] == 1.0
+    assert breakdown["context/compression"] == 0.75  # 1 - 2048 / 8192
+    assert breakdown["context/preventive"] == 1.0  # summary at step 3 < first overflow at step 6
+    assert breakdown["context/preservation"] == 1.0  # "Ada Quill" survives in the summary
+    assert breakdown["context"] == pytest.approx(2.75 / 3)
+    assert breakdown["memory/storage"] == 0.5  # 1 of 2 Stage-1 adds scores >= 0.5
+    assert breakdown["memory/maintenance"] == 1.0  # the update succeeded
+    assert breakdown["memory/relevance"] == pytest.approx(0.8)
+    assert breakdown["memory"] == pytest.approx(2.3 / 3)
+    assert breakdown["penalty"] == pytest.approx(-0.6)  # overflow -0.5, one violation -0.1
+    # total = (1 + 2.75/3 + 2.3/3) / 3 - 0.6 = (1 + 0.91667 + 0.76667) / 3 - 0.6 = 0.89444 - 0.6
+    assert breakdown["total"] == pytest.approx(0.294444, abs=1e-5)
+
+
+def test_answer_only_mode_and_no_answer():
+    config = RewardConfig(mode="answer_only")
+    breakdown = reward_breakdown(trajectory(limit_hits=[{"stage": 3}]), None, [], [], config, token_budget=8192)
+    assert breakdown["task"] == -1.0 and breakdown["penalty"] == -1.0
+    assert breakdown["total"] == -2.0  # R_task + P = -1 - 1
+
+
+class FixedJudge:
+    """Scores by lookup, recording what it was asked (batched once per role)."""
+
+    name = "fixed"
+
+    def __init__(self):
+        self.calls = []
+
+    def answer_scores(self, items):
+        self.calls.append(("answer", len(items)))
+        return [1.0 if i.prediction == i.gold else 0.0 for i in items]
+
+    def memory_scores(self, items):
+        self.calls.append(("memory", len(items)))
+        assert all(i.supporting_facts == ("Ada Quill lives in Oslo.",) for i in items)  # sentence text, not title
+        return [1.0 if i.content in i.supporting_facts else 0.0 for i in items]
+
+    def relevance_scores(self, items):
+        self.calls.append(("relevance", len(items)))
+        return [0.5 for _ in items]
+
+
+def test_score_trajectories_batches_the_judge_and_fills_the_breakdown():
+    judge = FixedJudge()
+    right, wrong = trajectory(), trajectory(answer="Bergen")
+    breakdowns = score_trajectories([right, wrong], {"t": TASK}, judge, RewardConfig(), token_budget=8192)
+    assert judge.calls == [("answer", 2), ("memory", 4), ("relevance", 2)]
+    assert [b["task"] for b in breakdowns] == [1.0, 0.0]
+    assert right.reward is breakdowns[0] and breakdowns[0]["total"] > breakdowns[1]["total"]
+    assert breakdowns[0]["total"] - breakdowns[1]["total"] == pytest.approx(1 / 3)  # only w_task x R_task differs
