@@ -75,11 +75,21 @@ class MemoryAgent:
     """Stage 1: store each fact message, then acknowledge. Stage 2: acknowledge (or filter /
     summarise). Stage 3: retrieve with the question, then answer with the best memory's hint."""
 
-    def __init__(self, tasks, *, stage2: str = "ack", answers: dict[str, str] | None = None):
+    def __init__(
+        self,
+        tasks,
+        *,
+        stage1: str = "store",
+        stage2: str = "ack",
+        answers: dict[str, str] | None = None,
+        never_answer: bool = False,
+    ):
         self.questions = {t.question: t for t in tasks}
         self.distractors = {d for t in tasks for d in t.distractors}
+        self.stage1 = stage1
         self.stage2 = stage2
         self.answers = answers or {t.question: t.answer for t in tasks}
+        self.never_answer = never_answer
 
     def __call__(self, conversation: list[dict[str, str]]) -> str:
         index = last_user(conversation)
@@ -89,11 +99,17 @@ class MemoryAgent:
         replies = conversation[index + 1 :]
         acted = any(m["role"] == "assistant" for m in replies)
         if message in self.questions:
-            return answer(self.answers[message]) if acted else call("Retrieve_memory", query=message)
+            if acted and not self.never_answer:
+                return answer(self.answers[message])
+            return call("Retrieve_memory", query=message)
         if message in self.distractors or self.stage2 == "any":
             if acted or self.stage2 == "ack":
                 return answer("OK")
             if self.stage2 == "filter":
                 return call("Filter_context", criteria=message)
+            if self.stage2 == "store":
+                return call("Add_memory", content=message)
             return call("Summary_context", span="all")
-        return answer("OK") if acted else call("Add_memory", content=message)
+        if acted or self.stage1 == "ack":
+            return answer("OK")
+        return call("Add_memory", content=message)
