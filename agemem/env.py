@@ -301,10 +301,14 @@ class MemoryEnv:
         """Parse, run every tool call in order, append results, report whether an answer ended the turn."""
         return drive_step(self.step_events(model_text), self.resources.summarizer.summarize)
 
-    def step_events(self, model_text: str) -> StepEvents:
-        """:meth:`step` as a generator that yields a :class:`SummaryRequest` whenever a summary is needed."""
+    def step_events(self, model_text: str, prompt_tokens: int | None = None) -> StepEvents:
+        """:meth:`step` as a generator that yields a :class:`SummaryRequest` whenever a summary is needed.
+
+        ``prompt_tokens``: the length of the prompt the caller already encoded from
+        :meth:`prompt_messages` (saves rendering the whole context once more per step).
+        """
         self._step += 1
-        prompt_tokens = self._measure()
+        prompt_tokens = self._measure(prompt_tokens)
         if prompt_tokens > self.config.context.max_context_tokens:
             self.stats.overflow_steps.append(self._step)
         parsed = parse_response(model_text)
@@ -425,8 +429,8 @@ class MemoryEnv:
         ids, contents = [e.id for e in result.entries], [e.content for e in result.entries]
         return RetrievalRecord(self.stage, self._step, query, top_k, ids, contents, result.scores)
 
-    def _measure(self) -> int:
-        tokens = self.context_tokens()
+    def _measure(self, known_tokens: int | None = None) -> int:
+        tokens = self.context_tokens() if known_tokens is None else known_tokens
         stats = self.stats
         stats.max_context_tokens = max(stats.max_context_tokens, tokens)
         if tokens > self.config.context.max_context_tokens and not stats.overflow:

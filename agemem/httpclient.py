@@ -1,6 +1,6 @@
 """One retrying JSON-over-HTTP POST helper, shared by every client of an OpenAI-compatible server.
 
-The summary client (:class:`agemem.summarizers.OpenAIChatClient`), the HTTP generation engine
+The chat client (:class:`ChatClient`: summaries, LLM distractors, LLM judges), the HTTP generation engine
 (:class:`rollouts.engines.openai_engine.OpenAIEngine`) and LLM judges all talk to the same kind of
 server, so they share one code path and one retry policy:
 
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import time
 import urllib.error
 import urllib.request
@@ -116,3 +117,66 @@ def _retry_after_s(headers: Any) -> float:
         return max(0.0, float(value)) if value is not None else 0.0
     except ValueError:
         return 0.0
+
+
+class ChatClient:
+    """messages -> reply text over an OpenAI-compatible ``/chat/completions`` endpoint, with retries.
+
+    Failures after the retries raise :class:`HTTPRequestError`; callers decide what that means.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        api_key: str | None = None,
+        max_tokens: int = 512,
+        temperature: float = 0.0,
+        timeout_s: float = 60.0,
+        retries: int = 3,
+        backoff_s: float = 1.0,
+    ):
+        self.url = base_url.rstrip("/") + "/chat/completions"
+        self.model = model
+        self.api_key = api_key
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+        self.timeout_s = timeout_s
+        self.retries = retries
+        self.backoff_s = backoff_s
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> ChatClient:
+        """From a config section with base_url, model, api_key_env, max_tokens, temperature, timeout_s, retries."""
+        return cls(
+            settings.base_url,
+            settings.model,
+            api_key=os.environ.get(settings.api_key_env),
+            max_tokens=settings.max_tokens,
+            temperature=settings.temperature,
+            timeout_s=settings.timeout_s,
+            retries=settings.retries,
+        )
+
+    def __call__(self, messages: list[dict[str, str]]) -> str:
+        payload = {
+            "model": self.model,
+            "messages": messages,
+            "max_tokens": self.max_tokens,
+            "temperature": self.temperature,
+        }
+        return post_json(
+            self.url,
+            payload,
+            api_key=self.api_key,
+            timeout_s=self.timeout_s,
+            retries=self.retries,
+            backoff_s=self.backoff_s,
+            parse=_chat_reply_text,
+        )
+
+
+def _chat_reply_text(answer: Any) -> str:
+    """The assistant text of a /chat/completions answer; a wrong shape raises and is retried by post_json."""
+    return str(answer["choices"][0]["message"]["content"] or "")

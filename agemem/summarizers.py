@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -18,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from agemem.config import SummarizerConfig
 from agemem.configlib import ConfigError
 from agemem.context import Message, Summarizer
-from agemem.httpclient import HTTPRequestError, post_json
+from agemem.httpclient import ChatClient, HTTPRequestError
 from agemem.protocol import parse_response
 from agemem.text import strip_thinking
 
@@ -113,67 +112,14 @@ def _lead_text(message: Message) -> str:
     return _SENTENCE_END.split(content, maxsplit=1)[0]
 
 
-class OpenAIChatClient:
-    """``ChatGenerate`` over an OpenAI-compatible ``/chat/completions`` endpoint, with retries."""
-
-    def __init__(
-        self,
-        base_url: str,
-        model: str,
-        *,
-        api_key: str | None = None,
-        max_tokens: int = 512,
-        temperature: float = 0.0,
-        timeout_s: float = 60.0,
-        retries: int = 3,
-        backoff_s: float = 1.0,
-    ):
-        self.url = base_url.rstrip("/") + "/chat/completions"
-        self.model = model
-        self.api_key = api_key
-        self.max_tokens = max_tokens
-        self.temperature = temperature
-        self.timeout_s = timeout_s
-        self.retries = retries
-        self.backoff_s = backoff_s
-
-    @classmethod
-    def from_settings(cls, settings: Any) -> OpenAIChatClient:
-        """From a config section with base_url, model, api_key_env, max_tokens, temperature, timeout_s, retries."""
-        return cls(
-            settings.base_url,
-            settings.model,
-            api_key=os.environ.get(settings.api_key_env),
-            max_tokens=settings.max_tokens,
-            temperature=settings.temperature,
-            timeout_s=settings.timeout_s,
-            retries=settings.retries,
-        )
+class OpenAIChatClient(ChatClient):
+    """:class:`~agemem.httpclient.ChatClient` whose failures are :class:`SummarizerError` (a tool error)."""
 
     def __call__(self, messages: list[dict[str, str]]) -> str:
-        payload = {
-            "model": self.model,
-            "messages": messages,
-            "max_tokens": self.max_tokens,
-            "temperature": self.temperature,
-        }
         try:
-            return post_json(
-                self.url,
-                payload,
-                api_key=self.api_key,
-                timeout_s=self.timeout_s,
-                retries=self.retries,
-                backoff_s=self.backoff_s,
-                parse=_chat_reply_text,
-            )
+            return super().__call__(messages)
         except HTTPRequestError as err:
             raise SummarizerError(f"summary endpoint {err}") from err
-
-
-def _chat_reply_text(answer: Any) -> str:
-    """The assistant text of a /chat/completions answer; a wrong shape raises and is retried by post_json."""
-    return str(answer["choices"][0]["message"]["content"] or "")
 
 
 class TransformersChatGenerator:

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from agemem.httpclient import HTTPRequestError, post_json
+from agemem.httpclient import ChatClient, HTTPRequestError
 from agemem.text import normalize_answer, strip_thinking
 from rewards.base import AnswerItem, Judge, MemoryItem, RelevanceItem
 
@@ -279,14 +279,15 @@ def parse_score(text: str) -> float | None:
 class _ModelJudge:
     """Shared machinery: prompt each item, parse its score, and hand failures to the fallback in one batch.
 
-    Subclasses implement ``_complete(messages) -> str | None`` (None: the backend failed) and may score
-    a batch concurrently by overriding ``_complete_all``.
+    ``complete(messages) -> str | None`` (None: the backend failed) is the one backend-specific part;
+    :class:`LLMJudge` also overrides ``_complete_all`` to send a batch concurrently.
     """
 
     name: str
 
-    def __init__(self, fallback: Judge | None):
+    def __init__(self, fallback: Judge | None, complete: Callable[[ChatMessages], str | None]):
         self.fallback: Judge = fallback if fallback is not None else RuleJudge()
+        self._complete = complete
         self.counters: dict[str, int] = {"requests": 0, "cache_hits": 0, "errors": 0, "unparsable": 0, "fallbacks": 0}
         self._lock = threading.Lock()
 
@@ -321,9 +322,6 @@ class _ModelJudge:
     def _complete_all(self, prompts: list[ChatMessages]) -> list[str | None]:
         return [self._complete(messages) for messages in prompts]
 
-    def _complete(self, messages: ChatMessages) -> str | None:
-        raise NotImplementedError
-
 
 class LLMJudge(_ModelJudge):
     """Scores with a chat model behind an OpenAI-compatible ``/chat/completions`` endpoint.
@@ -351,17 +349,20 @@ class LLMJudge(_ModelJudge):
         cache_dir: str | os.PathLike[str] | None = None,
         fallback: Judge | None = None,
     ):
-        super().__init__(fallback)
+        super().__init__(fallback, self._request)
         if concurrency < 1:
             raise ValueError(f"concurrency={concurrency} must be >= 1")
-        self.url = base_url.rstrip("/") + "/chat/completions"
+        self.client = ChatClient(
+            base_url,
+            model,
+            api_key=api_key,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            timeout_s=timeout_s,
+            retries=retries,
+            backoff_s=backoff_s,
+        )
         self.model = model
-        self.api_key = api_key
-        self.max_tokens = max_tokens
-        self.temperature = temperature
-        self.timeout_s = timeout_s
-        self.retries = retries
-        self.backoff_s = backoff_s
         self.concurrency = concurrency
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
         self.name = f"llm:{model}"
@@ -376,41 +377,22 @@ class LLMJudge(_ModelJudge):
         with ThreadPoolExecutor(max_workers=min(self.concurrency, len(prompts))) as pool:
             return list(pool.map(self._complete, prompts))  # map keeps the input order
 
-    def _complete(self, messages: ChatMessages) -> str | None:
+    def _request(self, messages: ChatMessages) -> str | None:
         path = self.cache_dir / f"{self.cache_key(messages)}.json" if self.cache_dir is not None else None
         if path is not None:
             cached = _read_cache(path)
             if cached is not None:
                 self._count("cache_hits")
                 return cached
-        payload = {
-            "model": self.model,
-            "messages": messages,
-            "max_tokens": self.max_tokens,
-            "temperature": self.temperature,
-        }
         self._count("requests")
         try:
-            reply = post_json(
-                self.url,
-                payload,
-                api_key=self.api_key,
-                timeout_s=self.timeout_s,
-                retries=self.retries,
-                backoff_s=self.backoff_s,
-                parse=_chat_reply_text,
-            )
+            reply = self.client(messages)
         except HTTPRequestError:
             self._count("errors")
             return None
         if path is not None:
             _write_cache(path, {"model": self.model, "reply": reply})
         return reply
-
-
-def _chat_reply_text(answer: Any) -> str:
-    """The assistant text of a /chat/completions answer; a wrong shape raises and post_json retries."""
-    return str(answer["choices"][0]["message"]["content"] or "")
 
 
 def _read_cache(path: Path) -> str | None:
@@ -450,7 +432,7 @@ class TransformersJudge(_ModelJudge):
     ):
         from agemem.summarizers import TransformersChatGenerator
 
-        super().__init__(fallback)
+        super().__init__(fallback, self._generate_reply)
         self.model = model
         self.tokenizer = tokenizer
         self.max_new_tokens = max_new_tokens
@@ -458,6 +440,6 @@ class TransformersJudge(_ModelJudge):
         config = getattr(model, "config", None)
         self.name = f"transformers:{getattr(config, '_name_or_path', '') or type(model).__name__}"
 
-    def _complete(self, messages: ChatMessages) -> str | None:
+    def _generate_reply(self, messages: ChatMessages) -> str | None:
         self._count("requests")
         return self._generate(messages)

@@ -221,7 +221,7 @@ def build_distractor_generator(config: DistractorConfig, pool: Sequence[Task], e
         return StaticDistractors(config.texts)
     if config.generator == "task":
         return TaskDistractors()
-    from agemem.summarizers import OpenAIChatClient
+    from agemem.httpclient import ChatClient
 
     settings = f"{config.base_url}|{config.model}|t={config.temperature}|max={config.max_tokens}"
-    return LLMDistractors(OpenAIChatClient.from_settings(config), config.style, settings)
+    return LLMDistractors(ChatClient.from_settings(config), config.style, settings)

@@ -9,6 +9,7 @@ lives here and only here.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -111,7 +112,7 @@ class RolloutDriver:
         self.resources = resources
         self.config = config
         stop_ids = sampling.stop_token_ids or end_of_turn_ids(tokenizer)
-        self.sampling = SamplingParams(**{**sampling.__dict__, "stop_token_ids": tuple(stop_ids)})
+        self.sampling = dataclasses.replace(sampling, stop_token_ids=tuple(stop_ids))
         policy_summaries = resources.config.summarizer.backend == "policy"
         if policy_summaries and not isinstance(resources.summarizer, LLMSummarizer):
             raise ValueError("summarizer.backend=policy needs an LLMSummarizer in the resources")

@@ -128,7 +128,8 @@ class Episode:
         self._check_prompt(prompt_ids)
         completion = yield GenerationRequest(prompt_ids, messages, "action")
         step = self._record(stage, turn, "action", prompt_ids, completion)
-        result = yield from self._serve_summaries(self.env.step_events(step.completion_text), stage, turn)
+        events = self.env.step_events(step.completion_text, prompt_tokens=len(prompt_ids))
+        result = yield from self._serve_summaries(events, stage, turn)
         parsed = result.parsed
         step.thought, step.answer = parsed.thought, parsed.answer
         step.tool_calls = [{"name": c.name, "arguments": c.arguments, "error": c.error} for c in parsed.tool_calls]

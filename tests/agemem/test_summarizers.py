@@ -1,6 +1,4 @@
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 import torch
@@ -18,6 +16,7 @@ from agemem.summarizers import (
     TransformersChatGenerator,
     build_summarizer,
 )
+from tests.fake_endpoint import FakeChatEndpoint
 
 
 def test_extractive_keeps_lead_sentences_and_renders_tool_activity():
@@ -56,36 +55,15 @@ def test_llm_summarizer_sends_instructions_and_transcript():
         LLMSummarizer(lambda _: "   ").summarize([Message("user", "x")])
 
 
-class FakeEndpoint:
-    """An OpenAI-compatible /chat/completions server on loopback that replays scripted statuses."""
+def scripted_statuses(statuses):
+    """A reply function that plays ``statuses`` in order (then 200); 299 sends a 200 that is not JSON."""
+    pending = list(statuses)
 
-    def __init__(self, statuses):
-        self.statuses = list(statuses)
-        self.requests = []
-        endpoint = self
+    def reply(body, number):
+        status = pending.pop(0) if pending else 200
+        return (200, b"not json") if status == 299 else (status, "served summary")
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                endpoint.requests.append((self.path, dict(self.headers), body))
-                status = endpoint.statuses.pop(0) if endpoint.statuses else 200
-                payload = {"choices": [{"message": {"content": "served summary"}}]} if status == 200 else {"error": "x"}
-                data = json.dumps(payload).encode() if status != 299 else b"not json"
-                self.send_response(200 if status == 299 else status)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
+    return reply
 
 
 @pytest.fixture
@@ -93,7 +71,7 @@ def endpoint_factory():
     servers = []
 
     def start(statuses=()):
-        server = FakeEndpoint(statuses)
+        server = FakeChatEndpoint(scripted_statuses(statuses))
         servers.append(server)
         return server
 

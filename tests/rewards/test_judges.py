@@ -1,10 +1,8 @@
 import json
 import re
 import string
-import threading
 import time
 from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 import torch
@@ -25,6 +23,7 @@ from rewards.judges import (
     parse_score,
 )
 from rollouts.hotpotqa import load_hotpotqa
+from tests.fake_endpoint import FakeChatEndpoint
 
 # ------------------------------------------------------------------ the official hotpot_evaluate_v1.py semantics
 
@@ -241,47 +240,12 @@ def test_judge_messages_carry_rubric_and_item():
 # ------------------------------------------------------------------ LLM judge over a loopback server
 
 
-class JudgeEndpoint:
-    """An OpenAI-compatible /chat/completions server on loopback; ``reply(body) -> (status, content)``."""
-
-    def __init__(self, reply):
-        self.reply = reply
-        self.requests = []
-        self.lock = threading.Lock()
-        endpoint = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                with endpoint.lock:
-                    endpoint.requests.append((self.path, dict(self.headers), body))
-                    n = len(endpoint.requests)
-                status, content = endpoint.reply(body, n)
-                payload = {"choices": [{"message": {"content": content}}]} if status == 200 else {"error": "x"}
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
-
-
 @pytest.fixture
 def endpoint():
     servers = []
 
     def start(reply):
-        server = JudgeEndpoint(reply)
+        server = FakeChatEndpoint(reply)
         servers.append(server)
         return server
 

@@ -185,6 +185,7 @@ def test_prompt_ids_decode_to_the_context_the_env_held(tasks, qwen_tokenizer):
             if request.kind == "action":
                 expected = render_chat(qwen_tokenizer, env.prompt_messages(), env.tools)
                 assert request.messages == env.prompt_messages()
+                assert env.context_tokens() == len(request.prompt_ids)  # the env may reuse the prompt's length
             else:  # a policy-written summary: the summarizer's prompt over the span
                 expected = render_chat(qwen_tokenizer, request.messages)
                 assert "Transcript:" in request.messages[-1]["content"]
