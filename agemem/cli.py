@@ -30,9 +30,13 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_rollout(args: argparse.Namespace) -> int:
+    from functools import partial
+
+    from rewards.build import build_scorer
     from rollouts.run import run_rollouts
 
-    run_rollouts(load_config(AgeMemConfig, args.config, args.overrides), args.out)
+    config = load_config(AgeMemConfig, args.config, args.overrides)
+    run_rollouts(config, args.out, make_scorer=None if args.no_rewards else partial(build_scorer, config))
     return 0
 
 
@@ -63,6 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     rollout = commands.add_parser("rollout", help="play tasks x K three-stage rollouts with the policy; write JSONL")
     _add_config_arguments(rollout)
     rollout.add_argument("--out", default="runs/rollouts", help="output directory (trajectories.jsonl, summary.json)")
+    rollout.add_argument("--no-rewards", action="store_true", help="skip scoring (no judge calls)")
     handlers["rollout"] = _cmd_rollout
 
     config = commands.add_parser("config", help="print the resolved configuration as YAML")

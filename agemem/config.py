@@ -351,6 +351,58 @@ class RolloutConfig:
 
 
 @dataclass
+class JudgeConfig:
+    backend: Literal["rule", "openai", "transformers"] = "rule"
+    """who scores answers, Stage-1 entries and retrievals: rules (offline), an OpenAI-compatible endpoint, a local LM"""
+    answer_metric: Literal["f1", "em"] = "f1"
+    """rule answers (and the model judges' fallback): official HotpotQA token F1 or exact match."""
+    relevance: Literal["recall", "cosine"] = "recall"
+    """rule relevance: content-word recall of the question in the best retrieved item, or their encoder cosine."""
+    use_encoder: bool = False
+    """rule memory quality: mix in the env encoder's cosine with the token recall (weight embedding_weight)."""
+    embedding_weight: float = 0.5
+    """weight of the cosine in the rule memory score when use_encoder is on."""
+    relevance_threshold: float | None = None
+    """binarise rule relevance to 1[score >= threshold]; null keeps the graded score."""
+    base_url: str = "http://localhost:8000/v1"
+    """OpenAI-compatible endpoint (backend=openai)."""
+    model: str = ""
+    """backend=openai: model name served at base_url; backend=transformers: local directory or hub id."""
+    api_key_env: str = "OPENAI_API_KEY"
+    """environment variable holding the endpoint's API key; unset sends none."""
+    max_tokens: int = 64
+    """longest judge reply, in tokens (the rubric asks for a bare score)."""
+    temperature: float = 0.0
+    """judge sampling temperature; 0 = greedy, so a cached reply is the reply."""
+    timeout_s: float = 60.0
+    """per-request timeout (backend=openai)."""
+    retries: int = 3
+    """attempts per request before the item falls back to the rule judge (backend=openai)."""
+    concurrency: int = 8
+    """judge requests in flight at once (backend=openai)."""
+    cache_dir: str = ""
+    """directory caching each judge reply by prompt (backend=openai); empty = no cache."""
+    device: str = "auto"
+    """backend=transformers: device of the judge model (auto = cuda when available)."""
+    dtype: Literal["float32", "bfloat16", "float16"] = "bfloat16"
+    """backend=transformers: weight dtype of the judge model."""
+
+    def validate(self) -> None:
+        if self.backend in ("openai", "transformers") and not self.model:
+            raise ConfigError(
+                f"reward.judge.backend={self.backend} needs reward.judge.model=<"
+                + ("model name served at base_url" if self.backend == "openai" else "local model directory or hub id")
+                + ">"
+            )
+        if not 0.0 <= self.embedding_weight <= 1.0:
+            raise ConfigError(f"embedding_weight={self.embedding_weight} must be in [0, 1]")
+        if self.relevance_threshold is not None and not 0.0 <= self.relevance_threshold <= 1.0:
+            raise ConfigError(f"relevance_threshold={self.relevance_threshold} must be in [0, 1] or null")
+        if self.max_tokens < 1 or self.retries < 1 or self.concurrency < 1 or self.timeout_s <= 0:
+            raise ConfigError("max_tokens, retries and concurrency must be >= 1 and timeout_s > 0")
+
+
+@dataclass
 class RewardConfig:
     mode: Literal["composite", "answer_only"] = "composite"
     """composite: R = w·[R_task, R_context, R_memory] + P (paper); answer_only: R = R_task + P (ablation)."""
@@ -368,6 +420,8 @@ class RewardConfig:
     """added per format violation of an agent step (0 = off; the count is logged either way)."""
     storage_threshold: float = 0.5
     """a Stage-1 add is high-quality when the judge scores it >= this against the supporting facts."""
+    judge: JudgeConfig = field(default_factory=JudgeConfig)
+    """the judge scoring answers, memory entries and retrievals."""
 
     def validate(self) -> None:
         if min(self.w_task, self.w_context, self.w_memory) < 0:

@@ -17,6 +17,16 @@ from rollouts.records import Step, Trajectory
 from rollouts.tasks import Task
 
 
+def mean_breakdown(breakdowns: Sequence[Mapping[str, float]]) -> dict[str, float]:
+    """The mean of every term over a batch, plus ``total_std`` (population std of the totals)."""
+    if not breakdowns:
+        return {}
+    n = len(breakdowns)
+    means = {key: sum(b[key] for b in breakdowns) / n for key in breakdowns[0]}
+    means["total_std"] = (sum((b["total"] - means["total"]) ** 2 for b in breakdowns) / n) ** 0.5
+    return means
+
+
 def answer_step(trajectory: Trajectory) -> Step | None:
     """The step the context is judged at: the answering step, else the last agent step."""
     actions = trajectory.action_steps

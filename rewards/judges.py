@@ -142,7 +142,8 @@ class RuleJudge:
         return [metric(item.prediction, item.gold) for item in items]
 
     def memory_scores(self, items: Sequence[MemoryItem]) -> list[float]:
-        cosines = self._pair_cosines([(item.content, fact) for item in items for fact in item.supporting_facts])
+        pairs = [(item.content, fact) for item in items for fact in item.supporting_facts]
+        cosines = self._pair_cosines(pairs) if self.embedding_weight > 0 else None  # weight 0: skip the encoder
         scores, k = [], 0
         for item in items:
             best = None
@@ -324,7 +325,7 @@ class _ModelJudge:
 
 
 class LLMJudge(_ModelJudge):
-    """Scores with a chat model behind an OpenAI-compatible ``/chat/completions`` endpoint.
+    """Scores with a chat model behind an OpenAI-compatible ``/chat/completions`` endpoint (``client``).
 
     A batch's requests run concurrently (``concurrency`` threads), each retried with exponential backoff
     by :func:`agemem.httpclient.post_json`. Endpoint failures never raise: the item goes to ``fallback``.
@@ -336,15 +337,8 @@ class LLMJudge(_ModelJudge):
 
     def __init__(
         self,
-        base_url: str,
-        model: str,
+        client: ChatClient,
         *,
-        api_key: str | None = None,
-        max_tokens: int = 64,
-        temperature: float = 0.0,
-        timeout_s: float = 60.0,
-        retries: int = 3,
-        backoff_s: float = 1.0,
         concurrency: int = 8,
         cache_dir: str | os.PathLike[str] | None = None,
         fallback: Judge | None = None,
@@ -352,20 +346,11 @@ class LLMJudge(_ModelJudge):
         super().__init__(fallback, self._request)
         if concurrency < 1:
             raise ValueError(f"concurrency={concurrency} must be >= 1")
-        self.client = ChatClient(
-            base_url,
-            model,
-            api_key=api_key,
-            max_tokens=max_tokens,
-            temperature=temperature,
-            timeout_s=timeout_s,
-            retries=retries,
-            backoff_s=backoff_s,
-        )
-        self.model = model
+        self.client = client
+        self.model = client.model
         self.concurrency = concurrency
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
-        self.name = f"llm:{model}"
+        self.name = f"llm:{client.model}"
 
     def cache_key(self, messages: ChatMessages) -> str:
         blob = json.dumps({"model": self.model, "messages": messages}, sort_keys=True, ensure_ascii=False)

@@ -1,26 +1,41 @@
 """`agemem rollout`: play tasks x K rollouts with the configured policy and engine.
 
 Writes ``trajectories.jsonl`` (one readable JSON line per episode, written as it finishes)
-and ``summary.json`` under the output directory, and prints a summary table.
+and ``summary.json`` under the output directory, and prints a summary table. Rewards are not
+computed here (rollouts/ does not score): the caller passes a scorer, and the scored
+trajectories replace the file in one rename.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import os
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from statistics import mean
-from typing import Any
+from typing import Any, Protocol
 
 from rich.console import Console
 from rich.table import Table
 
 from agemem.config import AgeMemConfig
 from agemem.configlib import to_dict
+from agemem.encoders import Encoder
 from agemem.text import normalize_answer
 from rollouts.build import build_driver, build_engine, build_resources, distractors_for, load_tasks
 from rollouts.driver import RolloutStats
 from rollouts.records import Trajectory, TrajectoryWriter
+from rollouts.tasks import Task
+
+
+class TrajectoryScorer(Protocol):
+    """Fills ``trajectory.reward`` for a batch and returns the breakdowns (rewards.build.RewardScorer)."""
+
+    def __call__(self, trajectories: Sequence[Trajectory], tasks: Sequence[Task]) -> list[dict[str, float]]: ...
+
+    def report(self, breakdowns: Sequence[dict[str, float]]) -> dict[str, Any]:
+        """``{"rewards": {term: batch mean}, "judge": {...}}`` for the summary."""
+        ...
 
 
 def summarize_trajectories(trajectories: Sequence[Trajectory]) -> dict[str, Any]:
@@ -63,19 +78,40 @@ def summarize_trajectories(trajectories: Sequence[Trajectory]) -> dict[str, Any]
     }
 
 
-def summary_table(summary: dict[str, Any], stats: RolloutStats) -> Table:
+def summary_table(summary: dict[str, Any], stats: RolloutStats, rewards: dict[str, float] | None = None) -> Table:
     table = Table(title="rollouts", show_header=True)
     table.add_column("metric")
     table.add_column("value", justify="right")
     for key, value in summary.items():
         table.add_row(key.replace("_", " "), str(value))
+    for key, value in (rewards or {}).items():
+        table.add_row(f"reward {key}".replace("_", " "), f"{value:.3f}")
     for key, value in stats.to_json().items():
         table.add_row(key.replace("_", " "), str(value))
     return table
 
 
-def run_rollouts(config: AgeMemConfig, out: str | Path, *, console: Console | None = None) -> dict[str, Any]:
-    """Load tasks, policy and engine from ``config``, play every task K times, write results to ``out``."""
+def rewrite_trajectories(path: Path, trajectories: Sequence[Trajectory]) -> None:
+    """Replace ``path`` by ``trajectories`` in one rename: a reader sees the old file or the new, never half."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    with TrajectoryWriter(tmp) as writer:
+        for trajectory in trajectories:
+            writer.write(trajectory)
+    os.replace(tmp, path)
+
+
+def run_rollouts(
+    config: AgeMemConfig,
+    out: str | Path,
+    *,
+    make_scorer: Callable[[Encoder], TrajectoryScorer] | None = None,
+    console: Console | None = None,
+) -> dict[str, Any]:
+    """Load tasks, policy and engine from ``config``, play every task K times, write results to ``out``.
+
+    ``make_scorer`` builds the reward scorer from the env's encoder (``functools.partial(build_scorer, config)``);
+    with it, every trajectory carries its reward breakdown and the summary has the mean of each term.
+    """
     from rollouts.policy import load_policy
 
     console = console or Console()
@@ -99,8 +135,15 @@ def run_rollouts(config: AgeMemConfig, out: str | Path, *, console: Console | No
     with TrajectoryWriter(out / "trajectories.jsonl") as writer:
         result = driver.run(tasks, distractors, writer=writer)
     summary = summarize_trajectories(result.trajectories)
-    record = {"summary": summary, "throughput": result.stats.to_json(), "config": to_dict(config)}
+    record: dict[str, Any] = {"summary": summary}
+    rewards = None
+    if make_scorer is not None:
+        scorer = make_scorer(resources.encoder)
+        record |= scorer.report(scorer(result.trajectories, tasks))
+        rewards = record["rewards"]
+        rewrite_trajectories(out / "trajectories.jsonl", result.trajectories)
+    record |= {"throughput": result.stats.to_json(), "config": to_dict(config)}
     (out / "summary.json").write_text(json.dumps(record, indent=2, ensure_ascii=False))
-    console.print(summary_table(summary, result.stats))
+    console.print(summary_table(summary, result.stats, rewards))
     console.print(f"trajectories: {out / 'trajectories.jsonl'}\nsummary: {out / 'summary.json'}")
     return record

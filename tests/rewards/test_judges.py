@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from agemem.config import PolicyConfig
+from agemem.httpclient import ChatClient
 from agemem.text import normalize_answer
 from rewards.base import AnswerItem, Judge, MemoryItem, RelevanceItem
 from rewards.judges import (
@@ -267,7 +268,7 @@ def answer_items(n):
 
 def test_llm_judge_sends_model_and_rubric_and_keeps_order_under_concurrency(endpoint):
     server = endpoint(predicted_score)
-    judge = LLMJudge(server.url, "judge-m", api_key="k", concurrency=4, backoff_s=0)
+    judge = LLMJudge(ChatClient(server.url, "judge-m", api_key="k", backoff_s=0), concurrency=4)
     assert isinstance(judge, Judge) and judge.name == "llm:judge-m"
     assert judge.answer_scores(answer_items(8)) == pytest.approx([i / 10 for i in range(8)])
     assert len(server.requests) == 8
@@ -281,20 +282,22 @@ def test_llm_judge_sends_model_and_rubric_and_keeps_order_under_concurrency(endp
 def test_llm_judge_cache_avoids_a_second_request(endpoint, tmp_path):
     server = endpoint(lambda body, n: (200, "0.7"))
     items = [MemoryItem("note", FACTS), MemoryItem("other note", FACTS)]
-    first = LLMJudge(server.url, "m", cache_dir=tmp_path, backoff_s=0)
+    first = LLMJudge(ChatClient(server.url, "m", backoff_s=0), cache_dir=tmp_path)
     assert first.memory_scores(items) == [0.7, 0.7] and len(server.requests) == 2
     assert len(list(tmp_path.glob("*.json"))) == 2 and not list(tmp_path.glob("*.tmp"))
-    second = LLMJudge(server.url, "m", cache_dir=tmp_path, backoff_s=0)  # a fresh judge reads the disk cache
+    second = LLMJudge(
+        ChatClient(server.url, "m", backoff_s=0), cache_dir=tmp_path
+    )  # a fresh judge reads the disk cache
     assert second.memory_scores(items) == [0.7, 0.7] and len(server.requests) == 2
     assert second.counters["cache_hits"] == 2 and second.counters["requests"] == 0
-    other_model = LLMJudge(server.url, "m2", cache_dir=tmp_path, backoff_s=0)  # the key includes the model
+    other_model = LLMJudge(ChatClient(server.url, "m2", backoff_s=0), cache_dir=tmp_path)  # the key includes the model
     other_model.memory_scores(items[:1])
     assert len(server.requests) == 3
 
 
 def test_llm_judge_retries_a_503(endpoint):
     server = endpoint(lambda body, n: (503, "") if n == 1 else (200, "4 out of 5"))
-    judge = LLMJudge(server.url, "m", retries=3, backoff_s=0)
+    judge = LLMJudge(ChatClient(server.url, "m", retries=3, backoff_s=0))
     assert judge.relevance_scores([RelevanceItem("q", ("m",))]) == [0.8]
     assert len(server.requests) == 2 and judge.counters["fallbacks"] == 0
 
@@ -304,7 +307,7 @@ def test_llm_judge_falls_back_to_rules_when_the_endpoint_is_down(endpoint):
     url = server.url
     server.close()  # nothing listens any more: connection refused
     rule = RuleJudge()
-    judge = LLMJudge(url, "m", retries=2, backoff_s=0, fallback=rule, concurrency=2)
+    judge = LLMJudge(ChatClient(url, "m", retries=2, backoff_s=0), fallback=rule, concurrency=2)
     answers = [AnswerItem("q", "the Eiffel Tower in Paris", "Eiffel Tower"), AnswerItem("q", "Lyon", "Paris")]
     memories = [MemoryItem("Curie: born 1867 in Warsaw", FACTS)]
     relevance = [RelevanceItem("Where was Marie Curie born?", ("Curie was born in Warsaw.",))]
@@ -316,7 +319,7 @@ def test_llm_judge_falls_back_to_rules_when_the_endpoint_is_down(endpoint):
 
 def test_llm_judge_unparsable_reply_goes_to_the_fallback(endpoint, tmp_path):
     server = endpoint(lambda body, n: (200, "Score: 0.9" if "p=0.9" in json.dumps(body) else "It is hard to say."))
-    judge = LLMJudge(server.url, "m", backoff_s=0, cache_dir=tmp_path)
+    judge = LLMJudge(ChatClient(server.url, "m", backoff_s=0), cache_dir=tmp_path)
     items = [AnswerItem("q", "Paris p=0.9", "Paris"), AnswerItem("q", "the Eiffel Tower in Paris", "Eiffel Tower")]
     assert judge.answer_scores(items) == pytest.approx([0.9, 2 / 3])
     assert judge.counters["unparsable"] == 1 and judge.counters["fallbacks"] == 1 and judge.counters["errors"] == 0

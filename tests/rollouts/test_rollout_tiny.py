@@ -82,7 +82,22 @@ def test_rollout_cli_writes_trajectories_and_summary(tmp_path, capsys):
     assert summary["summary"]["episodes"] == 4 and summary["summary"]["steps"] == 4.0
     assert summary["throughput"]["generated_tokens"] == 4 * 4 * 6
     assert summary["config"]["rollout"]["rollouts_per_task"] == 2
-    assert "exact match" in capsys.readouterr().out
+    # scored with the default rule judge: a random policy never answers, so R_task = -1 and the
+    # round limit is hit (penalty -1) in every episode
+    assert all(t.reward["task"] == -1.0 and t.reward["penalty/round_limit"] == 1.0 for t in trajectories)
+    rewards = summary["rewards"]
+    assert rewards["total"] == pytest.approx(sum(t.reward["total"] for t in trajectories) / 4)
+    assert rewards["task"] == -1.0 and summary["judge"] == {"name": "rule:f1:recall"}
+    assert not list(out.glob(".*.tmp"))
+    printed = capsys.readouterr().out
+    assert "exact match" in printed and "reward total" in printed and "reward memory/storage" in printed
+
+
+def test_rollout_cli_without_rewards(tmp_path):
+    out = tmp_path / "run"
+    assert main(["rollout", "--out", str(out), "--no-rewards", *TINY, "data.synthetic.num_tasks=1"]) == 0
+    assert all(t.reward == {} for t in read_trajectories(out / "trajectories.jsonl"))
+    assert "rewards" not in json.loads((out / "summary.json").read_text())
 
 
 def test_rollout_cli_reports_bad_config(capsys):

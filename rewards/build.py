@@ -1,0 +1,72 @@
+"""From a config to a judge and a scorer, so the CLI, the evaluators and the trainer score alike."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from agemem.config import AgeMemConfig, JudgeConfig, PolicyConfig, RewardConfig
+from agemem.configlib import ConfigError
+from agemem.httpclient import ChatClient
+from rewards.base import Judge
+from rewards.composite import mean_breakdown, score_trajectories
+from rewards.judges import LLMJudge, RuleJudge, TransformersJudge
+
+if TYPE_CHECKING:
+    from agemem.encoders import Encoder
+    from rollouts.records import Trajectory
+    from rollouts.tasks import Task
+
+
+def build_rule_judge(config: JudgeConfig, encoder: Encoder | None = None) -> RuleJudge:
+    """The offline judge; also the fallback of the model judges. Gets the encoder only when a rule uses it."""
+    needs_encoder = config.use_encoder or config.relevance == "cosine"
+    if needs_encoder and encoder is None:
+        raise ConfigError(
+            "reward.judge.use_encoder=true or reward.judge.relevance=cosine needs the env encoder; "
+            "pass it to build_judge (or turn both off)"
+        )
+    return RuleJudge(
+        encoder if needs_encoder else None,
+        answer_metric=config.answer_metric,
+        embedding_weight=config.embedding_weight if config.use_encoder else 0.0,
+        relevance=config.relevance,
+        relevance_threshold=config.relevance_threshold,
+    )
+
+
+def build_judge(config: JudgeConfig, encoder: Encoder | None = None) -> Judge:
+    """The judge named by ``reward.judge.backend``; model judges fall back to the rule judge per item."""
+    rule = build_rule_judge(config, encoder)
+    if config.backend == "rule":
+        return rule
+    if config.backend == "openai":
+        client = ChatClient.from_settings(config)  # retries with backoff, timeout, API key from api_key_env
+        return LLMJudge(client, concurrency=config.concurrency, cache_dir=config.cache_dir or None, fallback=rule)
+    from rollouts.policy import load_policy
+
+    model, tokenizer = load_policy(PolicyConfig(model=config.model, device=config.device, dtype=config.dtype))
+    return TransformersJudge(model, tokenizer, max_new_tokens=config.max_tokens, fallback=rule)
+
+
+@dataclass
+class RewardScorer:
+    """Scores finished trajectories against their tasks (a batch per call; see ``score_trajectories``)."""
+
+    judge: Judge
+    config: RewardConfig
+    token_budget: int
+    """T_max of the compression term: the env's context budget."""
+
+    def __call__(self, trajectories: Sequence[Trajectory], tasks: Sequence[Task]) -> list[dict[str, float]]:
+        return score_trajectories(trajectories, {t.id: t for t in tasks}, self.judge, self.config, self.token_budget)
+
+    def report(self, breakdowns: Sequence[Mapping[str, float]]) -> dict[str, Any]:
+        """The mean of every term and the judge's counters (endpoint requests, cache hits, errors, fallbacks)."""
+        counters = dict(getattr(self.judge, "counters", {}))  # only model judges count requests and fallbacks
+        return {"rewards": mean_breakdown(breakdowns), "judge": {"name": self.judge.name, **counters}}
+
+
+def build_scorer(config: AgeMemConfig, encoder: Encoder | None = None) -> RewardScorer:
+    return RewardScorer(build_judge(config.reward.judge, encoder), config.reward, config.env.context.max_context_tokens)
