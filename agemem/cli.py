@@ -40,6 +40,14 @@ def _cmd_rollout(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_train(args: argparse.Namespace) -> int:
+    from train.loop import train
+
+    config = load_config(AgeMemConfig, args.config, args.overrides)
+    train(config, resume=args.resume)
+    return 0
+
+
 def _cmd_config(args: argparse.Namespace) -> int:
     config = load_config(AgeMemConfig, args.config, args.overrides)
     sys.stdout.write(yaml.safe_dump(to_dict(config), sort_keys=False))
@@ -70,6 +78,11 @@ def build_parser() -> argparse.ArgumentParser:
     rollout.add_argument("--no-rewards", action="store_true", help="skip scoring (no judge calls)")
     handlers["rollout"] = _cmd_rollout
 
+    train = commands.add_parser("train", help="step-wise GRPO training (accelerate; see launch/ for multi-GPU)")
+    _add_config_arguments(train)
+    train.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in output_dir")
+    handlers["train"] = _cmd_train
+
     config = commands.add_parser("config", help="print the resolved configuration as YAML")
     _add_config_arguments(config)
     handlers["config"] = _cmd_config
@@ -85,7 +98,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    # flags may come between overrides (`a=1 --resume b=2`): argparse leaves the later overrides over
+    stray = [item for item in extra if "=" not in item or item.startswith("-")]
+    if stray or (extra and not hasattr(args, "overrides")):
+        parser.error(f"unrecognized arguments: {' '.join(stray or extra)}")
+    if extra:
+        args.overrides = [*args.overrides, *extra]
     if args.command is None:
         parser.print_help()
         return 0

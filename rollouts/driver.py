@@ -127,13 +127,17 @@ class RolloutDriver:
         rollouts_per_task: int | None = None,
         writer: TrajectoryWriter | None = None,
         on_trajectory: Callable[[Trajectory], None] | None = None,
+        seed: int | None = None,
     ) -> RolloutResult:
         """Play every task ``rollouts_per_task`` times (default: config K) and return the trajectories.
 
         ``distractors[task.id]`` are the task's Stage-2 messages, the same for all K rollouts.
         Finished trajectories go to ``writer`` (and ``on_trajectory``) as soon as they end.
+        ``seed`` replaces the base sampling seed for this run (the trainer gives each step its own,
+        so a resumed run samples what the uninterrupted one did).
         """
         k = rollouts_per_task or self.config.rollouts_per_task
+        sampling = self.sampling if seed is None else dataclasses.replace(self.sampling, seed=seed)
         missing = [t.id for t in tasks if t.id not in distractors]
         if missing:
             raise KeyError(f"no distractors for task(s) {missing[:3]}; build them with rollouts.distractors.prepare")
@@ -177,7 +181,7 @@ class RolloutDriver:
                 requests = [episode.request for episode in live]
                 tick_start = time.perf_counter()
                 completions = self.engine.generate(
-                    [r.prompt_ids for r in requests], self.sampling, messages=[r.messages for r in requests]
+                    [r.prompt_ids for r in requests], sampling, messages=[r.messages for r in requests]
                 )
                 stats.engine_s += time.perf_counter() - tick_start
                 if len(completions) != len(requests):

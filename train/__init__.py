@@ -1,1 +1,1 @@
-"""Advantages, the step-wise GRPO loss and the training loop on accelerate / DeepSpeed."""
+"""Step-wise GRPO: advantages, samples, loss, the update and the training loop."""

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Literal
@@ -103,6 +104,7 @@ class OpenAIEngine:
         self.concurrency = concurrency
         self.extra_body = dict(extra_body or {})
         self.calls = 0
+        self._calls_by_seed: Counter[int | None] = Counter()  # request seeds: (base seed, n-th call under it, index)
 
     def generate(
         self,
@@ -127,7 +129,8 @@ class OpenAIEngine:
         count = len(prompts)
         if count == 0:
             return []
-        call_index = self.calls
+        call_index = self._calls_by_seed[sampling.seed]
+        self._calls_by_seed[sampling.seed] += 1
         self.calls += 1
 
         def one(index: int) -> Completion:

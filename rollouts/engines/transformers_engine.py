@@ -10,6 +10,7 @@ two coincide exactly). Greedy decoding records ``log softmax(logits)``.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -55,7 +56,9 @@ class TransformersEngine:
     """Implements :class:`~rollouts.engines.base.Engine` with ``transformers.generate``.
 
     Prompts are sorted by length and cut into micro-batches of ``batch_size`` (less padding),
-    then returned in input order. Each call gets its own seed derived from ``sampling.seed``.
+    then returned in input order. The n-th call with a given ``sampling.seed`` samples under
+    ``derive_seed(sampling.seed, n)``: what a call draws depends on its base seed and its position
+    among that seed's calls only, not on calls made under other seeds.
     """
 
     name = "transformers"
@@ -68,6 +71,7 @@ class TransformersEngine:
         self.batch_size = batch_size
         self.pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.calls = 0
+        self._calls_by_seed: Counter[int] = Counter()
 
     def generate(
         self,
@@ -82,7 +86,10 @@ class TransformersEngine:
             return []
         if any(len(p) == 0 for p in prompts):
             raise ValueError("every prompt needs at least one token")
-        seed = None if sampling.seed is None else derive_seed(sampling.seed, self.calls)
+        seed = None
+        if sampling.seed is not None:
+            seed = derive_seed(sampling.seed, self._calls_by_seed[sampling.seed])
+            self._calls_by_seed[sampling.seed] += 1
         self.calls += 1
         order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
         results: list[Completion | None] = [None] * len(prompts)

@@ -146,6 +146,8 @@ class VLLMEngine:
             **vllm_kwargs,
         )
         self.max_model_len = max_model_len if max_model_len is not None else self._engine_max_model_len()
+        self.last_call_target = 0
+        """the largest batch any rank sent in the last generate call (0: every rank was idle)."""
 
     def generate(
         self,
@@ -157,6 +159,7 @@ class VLLMEngine:
         """One completion per prompt, in order, sampled with ``sampling``; ``messages`` is ignored."""
         batch = [[int(token) for token in prompt] for prompt in prompts]
         target = self._batch_size_across_ranks(len(batch))
+        self.last_call_target = target
         if target == 0:  # every rank is idle this tick: skip the collective on all of them alike
             return []
         padded = batch + [batch[0] if batch else self._filler_prompt()] * (target - len(batch))
@@ -184,6 +187,14 @@ class VLLMEngine:
             )
             for i in range(len(batch))
         ]
+
+    def drain(self, sampling: SamplingParams) -> None:
+        """Join the other ranks' remaining ``generate`` calls (with filler prompts) until every rank is
+        idle: a rank whose episodes all ended must not leave the others waiting in a collective."""
+        while True:
+            self.generate([], sampling)
+            if self.last_call_target == 0:
+                return
 
     def sync_weights(self) -> None:
         """Push the policy's current weights into vLLM (after every optimizer step; all ranks must call it)."""

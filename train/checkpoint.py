@@ -1,0 +1,109 @@
+"""Atomic checkpoints: ``<output_dir>/checkpoints/step_000050/`` holds everything a resume needs.
+
+* ``accelerate/``: model, optimizer, scheduler and every rank's RNG states (``Accelerator.save_state``,
+  which also handles DeepSpeed's sharded states);
+* ``policy/``: the weights as a plain Hugging Face directory (or the LoRA adapter) plus tokenizer,
+  loadable by transformers / vLLM / ``agemem eval`` without this package's trainer;
+* ``trainer_state.json``: the step, the data position, and what the run was.
+
+A checkpoint is written to ``step_N.tmp`` and renamed when complete; an interrupted save leaves
+only a ``.tmp`` directory, which is ignored and removed by the next save.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from accelerate import Accelerator
+    from transformers import PreTrainedTokenizerBase
+
+_NAME = re.compile(r"^step_(\d+)$")
+
+
+@dataclass
+class TrainerState:
+    step: int
+    """optimizer steps completed."""
+    tasks_seen: int
+    """global data position: tasks consumed so far, over all epochs of the shuffled order."""
+    world_size: int
+    """processes of the run that wrote the checkpoint (resuming needs the same number)."""
+
+
+def checkpoint_dir(output_dir: Path, step: int) -> Path:
+    return output_dir / "checkpoints" / f"step_{step:06d}"
+
+
+def latest_checkpoint(output_dir: Path) -> Path | None:
+    """The complete checkpoint with the highest step, or None."""
+    root = output_dir / "checkpoints"
+    if not root.is_dir():
+        return None
+    complete = [p for p in root.iterdir() if _NAME.match(p.name) and (p / "trainer_state.json").exists()]
+    return max(complete, key=lambda p: int(_NAME.match(p.name).group(1)), default=None)  # type: ignore[union-attr]
+
+
+def save_checkpoint(
+    accelerator: Accelerator,
+    output_dir: Path,
+    state: TrainerState,
+    policy_module: Any,
+    tokenizer: PreTrainedTokenizerBase,
+    *,
+    keep_last: int,
+) -> Path:
+    """Write the checkpoint of ``state.step`` atomically and prune to the ``keep_last`` newest."""
+    final = checkpoint_dir(output_dir, state.step)
+    tmp = final.with_name(final.name + ".tmp")
+    if accelerator.is_main_process and tmp.exists():
+        shutil.rmtree(tmp)
+    accelerator.wait_for_everyone()
+    accelerator.save_state(str(tmp / "accelerate"))
+    lm = accelerator.unwrap_model(policy_module).lm
+    state_dict = accelerator.get_state_dict(policy_module)  # gathers ZeRO-3 shards; collective
+    if accelerator.is_main_process:
+        prefix = "lm."
+        weights = {k.removeprefix(prefix): v for k, v in (state_dict or {}).items() if k.startswith(prefix)}
+        _save_policy(lm, weights, tmp / "policy")
+        tokenizer.save_pretrained(tmp / "policy")
+        (tmp / "trainer_state.json").write_text(json.dumps(asdict(state), indent=2))
+        if final.exists():  # the same step saved before (a resumed run re-reached it)
+            shutil.rmtree(final)
+        tmp.rename(final)
+        _prune(output_dir / "checkpoints", keep_last)
+    accelerator.wait_for_everyone()
+    return final
+
+
+def _save_policy(lm: Any, weights: dict[str, Any], path: Path) -> None:
+    is_peft = hasattr(lm, "peft_config")
+    if is_peft:
+        lm.save_pretrained(path)  # the adapter only: adapter_config.json + adapter weights
+    else:
+        lm.save_pretrained(path, state_dict=weights or None, safe_serialization=True)
+
+
+def _prune(root: Path, keep_last: int) -> None:
+    complete = sorted((p for p in root.iterdir() if _NAME.match(p.name)), key=lambda p: p.name)
+    for old in complete[:-keep_last]:
+        shutil.rmtree(old, ignore_errors=True)
+    for stale in root.glob("step_*.tmp"):
+        shutil.rmtree(stale, ignore_errors=True)
+
+
+def load_checkpoint(accelerator: Accelerator, path: Path) -> TrainerState:
+    """Restore model, optimizer, scheduler and RNG states from ``path``; returns the trainer state."""
+    state = TrainerState(**json.loads((path / "trainer_state.json").read_text()))
+    if state.world_size != accelerator.num_processes:
+        raise RuntimeError(
+            f"{path} was written by {state.world_size} process(es) but this run has {accelerator.num_processes}; "
+            "resume with the same number of processes (the data order and RNG states are per rank)"
+        )
+    accelerator.load_state(str(path / "accelerate"))
+    return state

@@ -1,0 +1,337 @@
+"""`agemem train`: step-wise GRPO (AgeMem §3.4, Algorithm 2) on accelerate.
+
+:func:`train` reads top to bottom; each optimizer step is
+
+1. rollout   — this rank's tasks x K three-stage episodes with the current policy;
+2. score     — the composite reward of every trajectory (rewards/);
+3. advantage — group-normalised over each task's K rollouts, on the global batch;
+4. samples   — every LLM step a sample, consecutive prefix steps merged;
+5. update    — the clipped GRPO loss with the k3 KL, micro-batched by tokens;
+6. sync      — push the new weights into the engine (vLLM); the transformers engine shares them;
+7. log       — metrics.jsonl / wandb / tensorboard, trajectory samples;
+8. checkpoint — every ``checkpoint.every`` steps, atomically.
+
+The pieces are built once by :class:`TrainRun` from the config.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agemem.config import AgeMemConfig, PolicyConfig
+from agemem.configlib import ConfigError, to_dict
+from rewards.build import RewardScorer, build_scorer
+from rollouts.build import build_driver, build_engine, build_resources, load_tasks
+from rollouts.distractors import DistractorCache, build_distractor_generator, prepare_distractors
+from rollouts.engines.base import derive_seed
+from rollouts.records import Trajectory
+from rollouts.tasks import Task
+from train.advantages import compute_advantages
+from train.checkpoint import TrainerState, latest_checkpoint, load_checkpoint, save_checkpoint
+from train.metrics import MetricsLogger, behaviour_metrics, reward_metrics, truncate_after_step
+from train.samples import build_samples
+
+if TYPE_CHECKING:
+    from accelerate import Accelerator
+
+
+@dataclass
+class Runtime:
+    """Values derived at run time from the config and the launch (not configurable)."""
+
+    output_dir: Path
+    rank: int
+    world_size: int
+    tasks_per_rank: int
+    temperature: float
+    total_updates: int
+    """scheduler length: max_steps x epochs x mini_batches."""
+
+    @classmethod
+    def derive(cls, config: AgeMemConfig, accelerator: Accelerator) -> Runtime:
+        world = accelerator.num_processes
+        if config.train.tasks_per_step % world:
+            raise ConfigError(
+                f"train.tasks_per_step={config.train.tasks_per_step} must be a multiple of the {world} processes "
+                "(each rank rolls out whole tasks: all K rollouts of a task stay on one rank)"
+            )
+        if config.sampling.temperature <= 0:
+            raise ConfigError("training samples from the policy: set sampling.temperature > 0 (GRPO needs diversity)")
+        if config.rollout.rollouts_per_task < 2:
+            raise ConfigError("rollout.rollouts_per_task must be >= 2: GRPO compares the K rollouts of a task")
+        return cls(
+            output_dir=Path(config.output_dir),
+            rank=accelerator.process_index,
+            world_size=world,
+            tasks_per_rank=config.train.tasks_per_step // world,
+            temperature=config.sampling.temperature,
+            total_updates=max(1, config.max_steps * config.train.epochs * config.train.mini_batches),
+        )
+
+
+@functools.lru_cache(maxsize=2)  # a step reads one epoch's order, two across an epoch boundary
+def task_order(n_tasks: int, epoch: int, seed: int, shuffle: bool) -> list[int]:
+    order = list(range(n_tasks))
+    if shuffle:
+        random.Random(derive_seed(seed, epoch)).shuffle(order)
+    return order
+
+
+def step_tasks(tasks: list[Task], tasks_seen: int, count: int, seed: int, shuffle: bool) -> list[Task]:
+    """The ``count`` tasks after global position ``tasks_seen`` in the epoch-by-epoch shuffled order."""
+    chosen = []
+    for position in range(tasks_seen, tasks_seen + count):
+        epoch, offset = divmod(position, len(tasks))
+        chosen.append(tasks[task_order(len(tasks), epoch, seed, shuffle)[offset]])
+    return chosen
+
+
+class TrainRun:
+    """Everything a training run holds: accelerator, policy, reference, optimizer, engine, driver, scorer."""
+
+    def __init__(self, config: AgeMemConfig, *, accelerator: Accelerator | None = None):
+        import torch
+        from accelerate import Accelerator
+        from accelerate.utils import set_seed
+        from transformers import get_scheduler
+
+        from rollouts.policy import load_policy
+        from train.policy import Reference, TokenLogprobs, add_lora
+
+        self.config = config
+        # cpu=True without CUDA: otherwise `accelerate launch`/torchrun ranks on a CPU machine silently train alone
+        self.accelerator = accelerator or Accelerator(
+            mixed_precision=config.train.mixed_precision or None, cpu=not torch.cuda.is_available()
+        )
+        self.runtime = Runtime.derive(config, self.accelerator)
+        set_seed(derive_seed(config.seed, self.runtime.rank))
+        # loaded on CPU; accelerate places it (a fixed device here would put every rank on cuda:0)
+        policy_cfg = PolicyConfig(**{**to_dict(config.policy), "device": "cpu"})
+        lm, self.tokenizer = load_policy(policy_cfg)
+        if config.train.gradient_checkpointing:
+            lm.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        if config.lora.enabled:
+            lm = add_lora(lm, config.lora)
+        chunk = config.train.logprob_chunk_tokens
+        self.policy = TokenLogprobs(lm, temperature=self.runtime.temperature, chunk=chunk)
+        self.reference = None
+        if config.grpo.beta > 0 and config.lora.enabled:
+            self.reference = Reference.adapters_disabled()
+        elif config.grpo.beta > 0:
+            frozen_lm, _ = load_policy(policy_cfg)  # the initial weights again
+            frozen = TokenLogprobs(frozen_lm, temperature=self.runtime.temperature, chunk=chunk)
+            self.reference = Reference.frozen_copy(frozen, self.accelerator)
+        params = [p for p in self.policy.parameters() if p.requires_grad]
+        train = config.train
+        optimizer = torch.optim.AdamW(
+            params, lr=train.learning_rate, betas=tuple(train.adam_betas), weight_decay=train.weight_decay
+        )
+        plugin = getattr(self.accelerator.state, "deepspeed_plugin", None)
+        if plugin is not None:  # no dataloader tells DeepSpeed the batch size; our micro-batches are token-packed
+            plugin.deepspeed_config["train_micro_batch_size_per_gpu"] = 1
+            plugin.deepspeed_config["gradient_accumulation_steps"] = 1
+            plugin.deepspeed_config["gradient_clipping"] = train.max_grad_norm
+        self.policy, self.optimizer = self.accelerator.prepare(self.policy, optimizer)
+        # not prepared: accelerate's wrapper would step it once per process per update
+        self.scheduler = get_scheduler(
+            train.lr_scheduler,
+            self.optimizer,
+            num_warmup_steps=train.warmup_steps,
+            num_training_steps=self.runtime.total_updates,
+        )
+        self.accelerator.register_for_checkpointing(self.scheduler)
+        self.lm = self.accelerator.unwrap_model(self.policy).lm
+
+        self.tasks = load_tasks(config.data)
+        if not self.tasks:
+            raise ConfigError(f"data.source={config.data.source!r} gave no tasks")
+        self.resources = build_resources(config, self.tokenizer)
+        pool = load_tasks(config.data, apply_limit=False)  # corpus distractors may come from beyond data.limit
+        self.distractor_generator = build_distractor_generator(config.distractors, pool, self.resources.encoder)
+        cache_dir = config.distractors.cache_dir
+        self.distractor_cache = DistractorCache(cache_dir) if cache_dir else None
+        self.engine = build_engine(config, self.lm, self.tokenizer, self.accelerator)
+        self.driver = build_driver(
+            config, self.engine, self.tokenizer, self.resources, progress=config.logging.progress and self.is_main
+        )
+        self.scorer: RewardScorer = build_scorer(config, self.resources.encoder)
+        self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+
+    @property
+    def is_main(self) -> bool:
+        return self.accelerator.is_main_process
+
+    def rank_tasks(self, tasks_seen: int) -> list[Task]:
+        """This rank's share of the step's tasks (every K rollouts of a task on one rank)."""
+        config, runtime = self.config, self.runtime
+        chosen = step_tasks(self.tasks, tasks_seen, config.train.tasks_per_step, config.seed, config.train.shuffle)
+        return chosen[runtime.rank :: runtime.world_size]
+
+    def rollout(self, step: int, tasks: list[Task]) -> tuple[list[Trajectory], Any]:
+        self.policy.eval()
+        distractors = prepare_distractors(
+            tasks, self.distractor_generator, self.config.distractors.count, self.distractor_cache
+        )
+        seed = derive_seed(self.config.seed, step, self.runtime.rank)  # a resumed step samples what it did before
+        result = self.driver.run(tasks, distractors, seed=seed)
+        drain = getattr(self.engine, "drain", None)  # vLLM collectives: wait in step with ranks still generating
+        if drain is not None:
+            drain(self.driver.sampling)
+        return result.trajectories, result.stats
+
+    def gather(self, value: Any) -> list[Any]:
+        """``value`` of every rank, in rank order."""
+        if self.runtime.world_size == 1:
+            return [value]
+        from accelerate.utils import gather_object
+
+        return gather_object([value])
+
+
+def train(
+    config: AgeMemConfig, *, resume: bool = False, accelerator: Accelerator | None = None
+) -> list[dict[str, Any]]:
+    """Run ``config.max_steps`` GRPO steps; ``resume`` continues from the newest checkpoint in ``output_dir``.
+
+    Returns the metrics of the steps run by this call (every rank gets the global values).
+    """
+    from train.update import policy_update
+
+    run = TrainRun(config, accelerator=accelerator)
+    output_dir = run.runtime.output_dir
+    state = TrainerState(step=0, tasks_seen=0, world_size=run.runtime.world_size)
+    if resume:
+        checkpoint = latest_checkpoint(output_dir)
+        if checkpoint is None:
+            raise FileNotFoundError(f"--resume: no complete checkpoint under {output_dir / 'checkpoints'}")
+        state = load_checkpoint(run.accelerator, checkpoint)
+    elif run.is_main and latest_checkpoint(output_dir) is not None:
+        raise FileExistsError(
+            f"{output_dir} already holds checkpoints; pass --resume to continue that run or choose another output_dir"
+        )
+    logger = None
+    if run.is_main:
+        output_dir.mkdir(parents=True, exist_ok=True)
+        (output_dir / "config.json").write_text(json.dumps(to_dict(config), indent=2))
+        logger = MetricsLogger(config, output_dir, resume_step=state.step if resume else None)
+        samples_path = output_dir / "trajectories.jsonl"
+        if resume:
+            truncate_after_step(samples_path, state.step)
+        elif samples_path.exists():
+            samples_path.unlink()
+    history: list[dict[str, Any]] = []
+    try:
+        while state.step < config.max_steps:
+            step = state.step + 1
+            timer = _Timer()
+            # 1. rollout
+            tasks = run.rank_tasks(state.tasks_seen)
+            trajectories, rollout_stats = run.rollout(step, tasks)
+            timer.lap("rollout")
+            # 2. score
+            breakdowns = run.scorer(trajectories, tasks)
+            timer.lap("score")
+            # 3. advantages over the global batch (groups of K, in rank order)
+            k = config.rollout.rollouts_per_task
+            local_groups = [[b["total"] for b in breakdowns[i : i + k]] for i in range(0, len(breakdowns), k)]
+            all_groups = [g for rank_groups in run.gather(local_groups) for g in rank_groups]
+            advantages = compute_advantages(all_groups, config.grpo.advantage_scale, config.grpo.advantage_eps)
+            first = run.runtime.rank * len(local_groups)
+            mine = [a for g in advantages.values[first : first + len(local_groups)] for a in g]
+            # 4. samples
+            samples, sample_stats = build_samples(trajectories, mine, merge=config.train.merge_steps)
+            if not samples:
+                raise RuntimeError(f"step {step}: no LLM step generated any token on rank {run.runtime.rank}")
+            # 5. update
+            update = policy_update(
+                run.accelerator, run.policy, run.optimizer, run.scheduler, run.reference, samples,
+                config.grpo, config.train, run.pad_id,
+            )  # fmt: skip
+            timer.lap("update")
+            # 6. sync
+            sync = getattr(run.engine, "sync_weights", None)
+            if sync is not None:
+                sync()
+            timer.lap("sync")
+            state = TrainerState(step, state.tasks_seen + config.train.tasks_per_step, run.runtime.world_size)
+            # 7. log
+            metrics = _step_metrics(
+                run, trajectories, breakdowns, advantages, sample_stats, rollout_stats, update, timer
+            )
+            history.append(metrics)
+            if logger is not None:
+                logger.log(step, metrics)
+                _write_samples(
+                    output_dir / "trajectories.jsonl", step, trajectories[: config.logging.trajectory_samples]
+                )
+            # 8. checkpoint
+            every = config.checkpoint.every
+            if step == config.max_steps or (every and step % every == 0):
+                save_checkpoint(
+                    run.accelerator, output_dir, state, run.policy, run.tokenizer, keep_last=config.checkpoint.keep_last
+                )
+    finally:
+        if logger is not None:
+            logger.close()
+    return history
+
+
+class _Timer:
+    def __init__(self) -> None:
+        self.start = self.last = time.perf_counter()
+        self.laps: dict[str, float] = {}
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.laps[name] = now - self.last
+        self.last = now
+
+
+def _step_metrics(
+    run, trajectories, breakdowns, advantages, sample_stats, rollout_stats, update, timer
+) -> dict[str, Any]:
+    """Global (all-rank) metrics of one step."""
+    local = {
+        "episodes": len(trajectories),
+        "behaviour": behaviour_metrics(trajectories),
+        "breakdowns": breakdowns,
+        "samples": vars(sample_stats),
+        "generated_tokens": rollout_stats.generated_tokens,
+    }
+    ranks = run.gather(local)
+    episodes = sum(r["episodes"] for r in ranks)
+    metrics: dict[str, Any] = reward_metrics([b for r in ranks for b in r["breakdowns"]])
+    keys = {key for r in ranks for key in r["behaviour"]}
+    for key in sorted(keys):  # episode-weighted mean over ranks (a tool one rank never called counts as 0)
+        metrics[key] = sum(r["behaviour"].get(key, 0.0) * r["episodes"] for r in ranks) / max(1, episodes)
+    values = [a for g in advantages.values for a in g]
+    metrics["advantage/mean"] = sum(values) / len(values)
+    metrics["advantage/abs_mean"] = sum(abs(a) for a in values) / len(values)
+    metrics["advantage/zero_variance_fraction"] = advantages.zero_variance_groups / len(advantages.values)
+    metrics.update({f"train/{key}": value for key, value in update.items()})
+    for key in ("samples", "llm_steps", "merged_steps", "completion_tokens", "tokens_forwarded", "tokens_unmerged"):
+        metrics[f"samples/{key}"] = sum(r["samples"][key] for r in ranks)
+    generated = sum(r["generated_tokens"] for r in ranks)
+    metrics["time/rollout_s"] = timer.laps["rollout"]
+    metrics["time/score_s"] = timer.laps["score"]
+    metrics["time/update_s"] = timer.laps["update"]
+    metrics["time/sync_s"] = timer.laps["sync"]
+    metrics["time/step_s"] = time.perf_counter() - timer.start
+    metrics["throughput/generated_tokens_per_s"] = generated / max(timer.laps["rollout"], 1e-9)
+    metrics["throughput/train_tokens_per_s"] = metrics["samples/tokens_forwarded"] / max(timer.laps["update"], 1e-9)
+    metrics["episodes"] = episodes
+    return metrics
+
+
+def _write_samples(path: Path, step: int, trajectories: list[Trajectory]) -> None:
+    if not trajectories:
+        return
+    with path.open("a", encoding="utf-8") as handle:
+        for trajectory in trajectories:
+            handle.write(json.dumps({"step": step, "trajectory": trajectory.to_json()}, ensure_ascii=False) + "\n")

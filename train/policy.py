@@ -1,0 +1,129 @@
+"""The trainable policy: log-probs of chosen tokens without full-vocabulary logits, LoRA, the reference.
+
+:class:`TokenLogprobs` runs the decoder once and applies the LM head only at the positions that
+predict completion tokens, in chunks of ``chunk`` positions whose ``[chunk, V]`` logits are
+recomputed in the backward pass instead of stored: with Qwen's 151k vocabulary a full
+``[B, T, V]`` fp32 logit tensor for 16k tokens would be 10 GB. It is the module accelerate wraps
+(DDP / DeepSpeed), so every forward goes through the wrapper.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+from agemem.config import LoRAConfig
+
+if TYPE_CHECKING:
+    from accelerate import Accelerator
+    from transformers import PreTrainedModel
+
+
+def chosen_token_logprobs(logits_NV: torch.Tensor, targets_N: torch.Tensor, temperature: float) -> torch.Tensor:
+    """``log softmax(logits / T)[target]`` per row, in at least fp32 (the distribution the engine sampled from)."""
+    if logits_NV.dtype in (torch.float16, torch.bfloat16):
+        logits_NV = logits_NV.float()  # a 151k-way logsumexp in bf16 is off by ~0.1 nat
+    scaled_NV = logits_NV / temperature
+    return scaled_NV.gather(1, targets_N[:, None]).squeeze(1) - torch.logsumexp(scaled_NV, dim=1)
+
+
+class TokenLogprobs(nn.Module):
+    """``forward(input_ids_BT, attention_mask_BT, rows_N, cols_N)`` → log-prob of token ``[row, col]``
+    given the tokens before it, for the N (row, col) positions asked for (``col >= 1``)."""
+
+    def __init__(self, lm: PreTrainedModel, *, temperature: float = 1.0, chunk: int = 1024):
+        super().__init__()
+        self.lm = lm
+        self.temperature = temperature
+        self.chunk = chunk
+
+    def forward(
+        self,
+        input_ids_BT: torch.Tensor,
+        attention_mask_BT: torch.Tensor,
+        rows_N: torch.Tensor,
+        cols_N: torch.Tensor,
+    ) -> torch.Tensor:
+        hidden_BTH = self.lm.get_decoder()(input_ids=input_ids_BT, attention_mask=attention_mask_BT).last_hidden_state
+        hidden_NH = hidden_BTH[rows_N, cols_N - 1]  # the position before a token predicts it
+        targets_N = input_ids_BT[rows_N, cols_N]
+        head = self.lm.get_output_embeddings()
+        pieces = []
+        for start in range(0, len(targets_N), self.chunk):
+            h, t = hidden_NH[start : start + self.chunk], targets_N[start : start + self.chunk]
+            if torch.is_grad_enabled() and h.requires_grad:
+                pieces.append(checkpoint(self._head_logprobs, head, h, t, use_reentrant=False))
+            else:
+                pieces.append(self._head_logprobs(head, h, t))
+        return torch.cat(pieces) if pieces else hidden_NH.new_zeros(0)
+
+    def _head_logprobs(self, head: nn.Module, hidden_NH: torch.Tensor, targets_N: torch.Tensor) -> torch.Tensor:
+        return chosen_token_logprobs(head(hidden_NH), targets_N, self.temperature)
+
+
+def add_lora(model: PreTrainedModel, config: LoRAConfig) -> PreTrainedModel:
+    """Wrap ``model`` with trainable LoRA adapters (peft); the base weights are frozen."""
+    from peft import LoraConfig, get_peft_model
+
+    adapters = LoraConfig(
+        r=config.r,
+        lora_alpha=config.alpha,
+        lora_dropout=config.dropout,
+        target_modules=list(config.target_modules),
+        task_type="CAUSAL_LM",
+    )
+    return get_peft_model(model, adapters)
+
+
+class Reference:
+    """The reference policy of the KL term: the adapter-free base when training LoRA (no extra
+    memory), else ``frozen``, a separately loaded copy of the initial weights (full fine-tuning)."""
+
+    def __init__(self, frozen: TokenLogprobs | None = None):
+        self.frozen = frozen
+
+    @classmethod
+    def adapters_disabled(cls) -> Reference:
+        return cls(None)
+
+    @classmethod
+    def frozen_copy(cls, module: TokenLogprobs, accelerator: Accelerator | None = None) -> Reference:
+        """``module`` (loaded like the policy, never a deepcopy: ZeRO-3 partitions weights at load time)
+        frozen, in eval mode, on the accelerator's device or inside an inference-only DeepSpeed engine."""
+        module.requires_grad_(False)
+        module.eval()
+        plugin = getattr(accelerator.state, "deepspeed_plugin", None) if accelerator is not None else None
+        if plugin is None:
+            return cls(module.to(accelerator.device) if accelerator is not None else module)
+        import deepspeed
+
+        ds_config = copy.deepcopy(plugin.deepspeed_config)
+        ds_config.pop("optimizer", None)
+        ds_config.pop("scheduler", None)
+        zero = ds_config.setdefault("zero_optimization", {})
+        if zero.get("stage") != 3:  # ZeRO-1/2 shard optimizer state only: a frozen model needs no engine sharding
+            zero["stage"] = 0
+        engine, *_ = deepspeed.initialize(model=module, config=ds_config)
+        engine.eval()
+        return cls(engine)
+
+    @contextlib.contextmanager
+    def model(self, policy: TokenLogprobs) -> Iterator[nn.Module]:
+        """The module computing reference log-probs (``policy`` is the unwrapped trainable one)."""
+        if self.frozen is not None:
+            yield self.frozen
+            return
+        with policy.lm.disable_adapter():
+            yield policy
+
+
+def trainable_parameters(module: nn.Module) -> tuple[int, int]:
+    """(trainable, total) parameter counts."""
+    total = sum(p.numel() for p in module.parameters())
+    return sum(p.numel() for p in module.parameters() if p.requires_grad), total
