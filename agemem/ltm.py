@@ -14,8 +14,6 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import os
-import tempfile
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -25,6 +23,7 @@ from typing import Any, Literal
 import numpy as np
 
 from agemem.encoders import Encoder
+from agemem.files import atomic_open
 
 DEFAULT_SCOPE = "default"
 SNAPSHOT_VERSION = 1
@@ -349,14 +348,8 @@ class LongTermMemory:
             if all_entries
             else np.zeros((0, self.encoder.dim), np.float32)
         )
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                np.savez(handle, vectors=vectors_ND, manifest=np.array(json.dumps(manifest)))
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        with atomic_open(path, "wb") as handle:
+            np.savez(handle, vectors=vectors_ND, manifest=np.array(json.dumps(manifest)))
         return path
 
     def restore(self, path: str | Path) -> None:

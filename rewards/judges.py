@@ -26,7 +26,6 @@ import hashlib
 import json
 import os
 import re
-import tempfile
 import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -36,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from agemem.files import atomic_open
 from agemem.httpclient import ChatClient, HTTPRequestError
 from agemem.text import normalize_answer, strip_thinking
 from rewards.base import AnswerItem, Judge, MemoryItem, RelevanceItem
@@ -388,16 +388,8 @@ def _read_cache(path: Path) -> str | None:
 
 
 def _write_cache(path: Path, record: dict[str, Any]) -> None:
-    """Write-then-rename, so a concurrent reader sees the whole file or none."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            json.dump(record, handle)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_open(path) as handle:  # a concurrent reader sees the whole file or none
+        json.dump(record, handle)
 
 
 class TransformersJudge(_ModelJudge):

@@ -38,6 +38,13 @@ def load_tasks(config: DataConfig, *, apply_limit: bool = True) -> list[Task]:
     return tasks[: config.limit] if config.limit and apply_limit else tasks
 
 
+def load_task_pool(config: DataConfig) -> tuple[list[Task], list[Task]]:
+    """``(tasks, pool)``: every task of ``data.source`` (the corpus distractor pool, which may reach
+    beyond ``data.limit``) and the first ``data.limit`` of them to play, from one load."""
+    pool = load_tasks(config, apply_limit=False)
+    return (pool[: config.limit] if config.limit else pool), pool
+
+
 def sampling_params(config: SamplingConfig, stop_token_ids: Sequence[int] = ()) -> SamplingParams:
     return SamplingParams(
         temperature=config.temperature,

@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
@@ -29,6 +28,7 @@ from tqdm.auto import tqdm
 from agemem.config import DistractorConfig
 from agemem.configlib import ConfigError
 from agemem.encoders import Encoder
+from agemem.files import atomic_open
 from agemem.summarizers import ChatGenerate
 from agemem.text import contains_answer, strip_thinking
 from rollouts.messages import casual, task_rng
@@ -183,12 +183,9 @@ class DistractorCache:
         return texts if isinstance(texts, list) and all(isinstance(t, str) for t in texts) else None
 
     def put(self, task: Task, fingerprint: str, count: int, texts: list[str]) -> None:
-        path = self.path(task, fingerprint, count)
-        path.parent.mkdir(parents=True, exist_ok=True)
         record = {"task_id": task.id, "generator": fingerprint, "count": count, "distractors": texts}
-        with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp", encoding="utf-8") as tmp:
-            json.dump(record, tmp, ensure_ascii=False, indent=1)
-        os.replace(tmp.name, path)
+        with atomic_open(self.path(task, fingerprint, count)) as handle:
+            json.dump(record, handle, ensure_ascii=False, indent=1)
 
 
 def prepare_distractors(

@@ -9,7 +9,6 @@ trajectories replace the file in one rename.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from statistics import mean
@@ -21,8 +20,9 @@ from rich.table import Table
 from agemem.config import AgeMemConfig
 from agemem.configlib import to_dict
 from agemem.encoders import Encoder
+from agemem.files import atomic_open
 from agemem.text import normalize_answer
-from rollouts.build import build_driver, build_engine, build_resources, distractors_for, load_tasks
+from rollouts.build import build_driver, build_engine, build_resources, distractors_for, load_task_pool
 from rollouts.driver import RolloutStats
 from rollouts.records import Trajectory, TrajectoryWriter
 from rollouts.tasks import Task
@@ -71,6 +71,10 @@ def summarize_trajectories(trajectories: Sequence[Trajectory]) -> dict[str, Any]
         "overflow": per_episode(lambda t: t.stats.overflow),
         "limit_hits": per_episode(lambda t: len(t.limit_hits)),
         "max_context_tokens": max(t.stats.max_context_tokens for t in trajectories),
+        "tool_calls": {
+            name: round(sum(t.stats.tool_counts[name] for t in trajectories) / len(trajectories), 3)
+            for name in sorted({name for t in trajectories for name in t.stats.tool_counts})
+        },
         "ended_by": {
             reason: sum(t.ended_by == reason for t in trajectories)
             for reason in sorted({t.ended_by for t in trajectories})
@@ -93,11 +97,8 @@ def summary_table(summary: dict[str, Any], stats: RolloutStats, rewards: dict[st
 
 def rewrite_trajectories(path: Path, trajectories: Sequence[Trajectory]) -> None:
     """Replace ``path`` by ``trajectories`` in one rename: a reader sees the old file or the new, never half."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    with TrajectoryWriter(tmp) as writer:
-        for trajectory in trajectories:
-            writer.write(trajectory)
-    os.replace(tmp, path)
+    with atomic_open(path) as handle:
+        handle.writelines(json.dumps(t.to_json(), ensure_ascii=False) + "\n" for t in trajectories)
 
 
 def run_rollouts(
@@ -117,8 +118,7 @@ def run_rollouts(
     console = console or Console()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    pool = load_tasks(config.data, apply_limit=False)  # distractors may come from beyond data.limit
-    tasks = pool[: config.data.limit] if config.data.limit else pool
+    tasks, pool = load_task_pool(config.data)
     model, tokenizer = load_policy(config.policy) if config.engine.backend != "openai" else (None, None)
     if tokenizer is None:
         from agemem.chat import load_tokenizer

@@ -66,11 +66,14 @@ def save_checkpoint(
     accelerator.wait_for_everyone()
     accelerator.save_state(str(tmp / "accelerate"))
     lm = accelerator.unwrap_model(policy_module).lm
-    state_dict = accelerator.get_state_dict(policy_module)  # gathers ZeRO-3 shards; collective
+    is_peft = hasattr(lm, "peft_config")  # an adapter saves itself; full weights may sit in ZeRO-3 shards
+    state_dict = None if is_peft else accelerator.get_state_dict(policy_module)  # collective: every rank calls
     if accelerator.is_main_process:
-        prefix = "lm."
-        weights = {k.removeprefix(prefix): v for k, v in (state_dict or {}).items() if k.startswith(prefix)}
-        _save_policy(lm, weights, tmp / "policy")
+        if is_peft:
+            lm.save_pretrained(tmp / "policy")  # adapter_config.json + the adapter weights
+        else:
+            weights = {k.removeprefix("lm."): v for k, v in state_dict.items() if k.startswith("lm.")}
+            lm.save_pretrained(tmp / "policy", state_dict=weights, safe_serialization=True)
         tokenizer.save_pretrained(tmp / "policy")
         (tmp / "trainer_state.json").write_text(json.dumps(asdict(state), indent=2))
         if final.exists():  # the same step saved before (a resumed run re-reached it)
@@ -79,14 +82,6 @@ def save_checkpoint(
         _prune(output_dir / "checkpoints", keep_last)
     accelerator.wait_for_everyone()
     return final
-
-
-def _save_policy(lm: Any, weights: dict[str, Any], path: Path) -> None:
-    is_peft = hasattr(lm, "peft_config")
-    if is_peft:
-        lm.save_pretrained(path)  # the adapter only: adapter_config.json + adapter weights
-    else:
-        lm.save_pretrained(path, state_dict=weights or None, safe_serialization=True)
 
 
 def _prune(root: Path, keep_last: int) -> None:

@@ -27,14 +27,14 @@ from typing import TYPE_CHECKING, Any
 from agemem.config import AgeMemConfig, PolicyConfig
 from agemem.configlib import ConfigError, to_dict
 from rewards.build import RewardScorer, build_scorer
-from rollouts.build import build_driver, build_engine, build_resources, load_tasks
+from rollouts.build import build_driver, build_engine, build_resources, load_task_pool
 from rollouts.distractors import DistractorCache, build_distractor_generator, prepare_distractors
 from rollouts.engines.base import derive_seed
-from rollouts.records import Trajectory
+from rollouts.records import Trajectory, TrajectoryWriter
 from rollouts.tasks import Task
 from train.advantages import compute_advantages
 from train.checkpoint import TrainerState, latest_checkpoint, load_checkpoint, save_checkpoint
-from train.metrics import MetricsLogger, behaviour_metrics, reward_metrics, truncate_after_step
+from train.metrics import MetricsLogger, behaviour_metrics, reward_metrics, trajectory_step, truncate_after_step
 from train.samples import build_samples
 
 if TYPE_CHECKING:
@@ -148,11 +148,10 @@ class TrainRun:
         self.accelerator.register_for_checkpointing(self.scheduler)
         self.lm = self.accelerator.unwrap_model(self.policy).lm
 
-        self.tasks = load_tasks(config.data)
+        self.tasks, pool = load_task_pool(config.data)
         if not self.tasks:
             raise ConfigError(f"data.source={config.data.source!r} gave no tasks")
         self.resources = build_resources(config, self.tokenizer)
-        pool = load_tasks(config.data, apply_limit=False)  # corpus distractors may come from beyond data.limit
         self.distractor_generator = build_distractor_generator(config.distractors, pool, self.resources.encoder)
         cache_dir = config.distractors.cache_dir
         self.distractor_cache = DistractorCache(cache_dir) if cache_dir else None
@@ -222,7 +221,7 @@ def train(
         logger = MetricsLogger(config, output_dir, resume_step=state.step if resume else None)
         samples_path = output_dir / "trajectories.jsonl"
         if resume:
-            truncate_after_step(samples_path, state.step)
+            truncate_after_step(samples_path, state.step, trajectory_step)
         elif samples_path.exists():
             samples_path.unlink()
     history: list[dict[str, Any]] = []
@@ -310,6 +309,7 @@ def _step_metrics(
     keys = {key for r in ranks for key in r["behaviour"]}
     for key in sorted(keys):  # episode-weighted mean over ranks (a tool one rank never called counts as 0)
         metrics[key] = sum(r["behaviour"].get(key, 0.0) * r["episodes"] for r in ranks) / max(1, episodes)
+    metrics["episode/max_context_tokens"] = max(r["behaviour"]["episode/max_context_tokens"] for r in ranks)
     values = [a for g in advantages.values for a in g]
     metrics["advantage/mean"] = sum(values) / len(values)
     metrics["advantage/abs_mean"] = sum(abs(a) for a in values) / len(values)
@@ -330,8 +330,10 @@ def _step_metrics(
 
 
 def _write_samples(path: Path, step: int, trajectories: list[Trajectory]) -> None:
+    """Append a step's sample of trajectories; ``rollouts.records.read_trajectories`` reads the file."""
     if not trajectories:
         return
-    with path.open("a", encoding="utf-8") as handle:
+    with TrajectoryWriter(path, append=True) as writer:
         for trajectory in trajectories:
-            handle.write(json.dumps({"step": step, "trajectory": trajectory.to_json()}, ensure_ascii=False) + "\n")
+            trajectory.meta["train_step"] = step
+            writer.write(trajectory)

@@ -3,41 +3,33 @@
 from __future__ import annotations
 
 import json
-from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from operator import itemgetter
 from pathlib import Path
-from statistics import mean, pstdev
 from typing import Any
 
 from agemem.config import AgeMemConfig
+from agemem.files import atomic_open
+from rewards.composite import mean_breakdown
 from rollouts.records import Trajectory
+from rollouts.run import summarize_trajectories
 
 
 def behaviour_metrics(trajectories: Sequence[Trajectory]) -> dict[str, float]:
-    """Per-episode means of what the agent did: tool calls per tool, answers, violations, context."""
-    n = max(1, len(trajectories))
-    calls: Counter[str] = Counter()
-    for t in trajectories:
-        calls.update(t.stats.tool_counts)
-    actions = [s for t in trajectories for s in t.action_steps]
-    out = {f"tools/{name}": count / n for name, count in sorted(calls.items())}
-    out["tools/total"] = sum(calls.values()) / n
-    out["episode/answered"] = sum(t.answer is not None for t in trajectories) / n
-    out["episode/llm_steps"] = sum(len(t.steps) for t in trajectories) / n
-    out["episode/violations_per_step"] = sum(len(s.violations) for s in actions) / max(1, len(actions))
-    out["episode/overflow"] = sum(t.stats.overflow for t in trajectories) / n
-    out["episode/limit_hit"] = sum(bool(t.limit_hits) for t in trajectories) / n
-    out["episode/max_context_tokens"] = max((t.stats.max_context_tokens for t in trajectories), default=0)
+    """``summarize_trajectories`` as flat numbers: ``episode/<what>`` per-episode means and
+    ``tools/<tool>`` calls per episode (plus ``tools/total``)."""
+    summary = summarize_trajectories(trajectories)
+    tools = summary.pop("tool_calls", {})
+    out = {f"episode/{key}": float(value) for key, value in summary.items() if isinstance(value, int | float)}
+    out.pop("episode/episodes", None)
+    out |= {f"tools/{name}": calls for name, calls in tools.items()}
+    out["tools/total"] = sum(tools.values())
     return out
 
 
 def reward_metrics(breakdowns: Sequence[dict[str, float]]) -> dict[str, float]:
-    """``reward/<term>`` batch means and ``reward/std`` of the totals."""
-    if not breakdowns:
-        return {}
-    out = {f"reward/{key}": mean(b[key] for b in breakdowns) for key in breakdowns[0]}
-    out["reward/std"] = pstdev(b["total"] for b in breakdowns)
-    return out
+    """``reward/<term>`` batch means and ``reward/total_std``."""
+    return {f"reward/{key}": value for key, value in mean_breakdown(breakdowns).items()}
 
 
 class MetricsLogger:
@@ -107,8 +99,9 @@ def _wandb_id(output_dir: Path) -> str:
     return run_id
 
 
-def truncate_after_step(path: Path, step: int) -> None:
-    """Keep the lines of a per-step JSONL file whose ``step`` is <= ``step`` (and drop a torn last line)."""
+def truncate_after_step(path: Path, step: int, step_of: Callable[[dict[str, Any]], int] = itemgetter("step")) -> None:
+    """Keep the lines of a per-step JSONL file whose ``step_of(record)`` is <= ``step`` (and drop a torn
+    last line): a resumed run plays the later steps again."""
     if not path.exists():
         return
     kept = []
@@ -117,8 +110,12 @@ def truncate_after_step(path: Path, step: int) -> None:
             record = json.loads(line)
         except json.JSONDecodeError:
             continue
-        if line.endswith("\n") and record.get("step", 0) <= step:
+        if line.endswith("\n") and step_of(record) <= step:
             kept.append(line)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text("".join(kept), encoding="utf-8")
-    tmp.replace(path)
+    with atomic_open(path) as handle:
+        handle.write("".join(kept))
+
+
+def trajectory_step(record: dict[str, Any]) -> int:
+    """The training step of a trajectory line of ``trajectories.jsonl``."""
+    return int(record["meta"]["train_step"])

@@ -8,6 +8,7 @@ of each sampled token. Nothing downstream re-tokenises text for training.
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -52,6 +53,20 @@ class Completion:
     error: str | None = None
     """why the backend failed (finish_reason='error'); the episode shows it to the agent instead of crashing."""
     meta: dict[str, Any] = field(default_factory=dict)
+
+
+class CallCounter:
+    """Counts an engine's calls per base seed: the n-th call under a seed samples under
+    ``derive_seed(seed, n, ...)``, whatever calls ran under other seeds (the trainer gives every step
+    its own base seed, so a resumed step samples what it did in the uninterrupted run)."""
+
+    def __init__(self) -> None:
+        self._by_seed: Counter[int | None] = Counter()
+
+    def next_index(self, seed: int | None) -> int:
+        index = self._by_seed[seed]
+        self._by_seed[seed] += 1
+        return index
 
 
 def derive_seed(base_seed: int, *parts: int) -> int:

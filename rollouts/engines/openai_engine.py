@@ -36,13 +36,12 @@ from __future__ import annotations
 
 import math
 import os
-from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Literal
 
 from agemem.httpclient import HTTPRequestError, post_json
-from rollouts.engines.base import Completion, EngineError, FinishReason, SamplingParams, derive_seed
+from rollouts.engines.base import CallCounter, Completion, EngineError, FinishReason, SamplingParams, derive_seed
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -104,7 +103,7 @@ class OpenAIEngine:
         self.concurrency = concurrency
         self.extra_body = dict(extra_body or {})
         self.calls = 0
-        self._calls_by_seed: Counter[int | None] = Counter()  # request seeds: (base seed, n-th call under it, index)
+        self._call_counter = CallCounter()  # request seeds: (base seed, n-th call under it, index)
 
     def generate(
         self,
@@ -129,8 +128,7 @@ class OpenAIEngine:
         count = len(prompts)
         if count == 0:
             return []
-        call_index = self._calls_by_seed[sampling.seed]
-        self._calls_by_seed[sampling.seed] += 1
+        call_index = self._call_counter.next_index(sampling.seed)
         self.calls += 1
 
         def one(index: int) -> Completion:

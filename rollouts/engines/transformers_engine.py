@@ -10,11 +10,10 @@ two coincide exactly). Greedy decoding records ``log softmax(logits)``.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from rollouts.engines.base import Completion, SamplingParams, derive_seed
+from rollouts.engines.base import CallCounter, Completion, SamplingParams, derive_seed
 
 if TYPE_CHECKING:
     import torch
@@ -71,7 +70,7 @@ class TransformersEngine:
         self.batch_size = batch_size
         self.pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.calls = 0
-        self._calls_by_seed: Counter[int] = Counter()
+        self._call_counter = CallCounter()
 
     def generate(
         self,
@@ -86,10 +85,8 @@ class TransformersEngine:
             return []
         if any(len(p) == 0 for p in prompts):
             raise ValueError("every prompt needs at least one token")
-        seed = None
-        if sampling.seed is not None:
-            seed = derive_seed(sampling.seed, self._calls_by_seed[sampling.seed])
-            self._calls_by_seed[sampling.seed] += 1
+        call_index = self._call_counter.next_index(sampling.seed)
+        seed = None if sampling.seed is None else derive_seed(sampling.seed, call_index)
         self.calls += 1
         order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
         results: list[Completion | None] = [None] * len(prompts)

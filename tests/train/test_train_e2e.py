@@ -10,6 +10,7 @@ import torch
 from safetensors.torch import load_file
 
 from agemem.cli import main
+from rollouts.records import read_trajectories
 
 TINY = [
     "--config",
@@ -59,8 +60,8 @@ def test_training_writes_metrics_samples_and_checkpoints_and_changes_the_weights
     assert records[1]["train/kl"] > 0  # the policy moved away from the reference after step 1
     raw = json.loads((out / "metrics.jsonl").read_text().splitlines()[0])
     assert raw["time/update_s"] > 0 and raw["throughput/train_tokens_per_s"] > 0
-    samples = [json.loads(line) for line in (out / "trajectories.jsonl").read_text().splitlines()]
-    assert [s["step"] for s in samples] == [1, 1, 2, 2, 3, 3] and "steps" in samples[0]["trajectory"]
+    samples = list(read_trajectories(out / "trajectories.jsonl"))
+    assert [s.meta["train_step"] for s in samples] == [1, 1, 2, 2, 3, 3] and samples[0].steps
     kept = sorted(p.name for p in (out / "checkpoints").iterdir())
     assert kept == ["step_000002", "step_000003"]  # keep_last=2 of tiny_cpu.yaml
     state = json.loads((out / "checkpoints" / "step_000003" / "trainer_state.json").read_text())
