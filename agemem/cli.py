@@ -48,6 +48,20 @@ def _cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_learn(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from recipes.learn import learn, report_table
+
+    overrides = [*args.overrides, *(["reward.mode=answer_only"] if args.answer_only else [])]
+    config = load_config(AgeMemConfig, args.config, overrides)
+    report = learn(config, progress=config.logging.progress)
+    console = Console()
+    console.print(report_table(report))
+    console.print(f"report: {config.output_dir}/learning.json, plot: {config.output_dir}/learning.png")
+    return 0
+
+
 def _cmd_config(args: argparse.Namespace) -> int:
     config = load_config(AgeMemConfig, args.config, args.overrides)
     sys.stdout.write(yaml.safe_dump(to_dict(config), sort_keys=False))
@@ -82,6 +96,15 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_arguments(train)
     train.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in output_dir")
     handlers["train"] = _cmd_train
+
+    learn = commands.add_parser(
+        "learn", help="CPU demo: tokenizer -> SFT warm start -> GRPO -> held-out eval, with a table and a plot"
+    )
+    _add_config_arguments(learn)
+    learn.add_argument(
+        "--answer-only", action="store_true", help="ablation: train with R = R_task + penalties (reward.mode)"
+    )
+    handlers["learn"] = _cmd_learn
 
     config = commands.add_parser("config", help="print the resolved configuration as YAML")
     _add_config_arguments(config)

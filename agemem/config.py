@@ -252,6 +252,12 @@ class SyntheticConfig:
     """tasks generated."""
     seed: int = 0
     """generator seed: the same seed gives the same tasks."""
+    entities_per_task: int = 3
+    """invented people per task, one Stage-1 paragraph each."""
+    attributes_per_entity: int = 3
+    """facts stated about each person (the question asks one of them)."""
+    distractors_per_task: int = 5
+    """look-alike distractor texts each task carries (distractors.generator=task plays them)."""
 
     def validate(self) -> None:
         if self.num_tasks < 1:
@@ -559,6 +565,52 @@ class LoggingConfig:
 
 
 @dataclass
+class LearnConfig:
+    """`agemem learn`: tokenizer → SFT warm start on an imperfect expert → GRPO → held-out evaluation.
+
+    The GRPO stage is this same config (max_steps, train, grpo, rollout, reward, ...) with the warm
+    start as policy.model; policy.tiny_* size the model; data.synthetic shapes every task set.
+    """
+
+    seeds: list[int] = field(default_factory=lambda: [0])
+    """run seeds; each trains its own tokenizer, model, warm start and GRPO run on its own task sets."""
+    sft_tasks: int = 1000
+    """synthetic tasks the expert demonstrates for the warm start (one demonstration each)."""
+    eval_tasks: int = 200
+    """held-out synthetic tasks scored before and after GRPO (the same set for every seed)."""
+    eval_seed: int = 999_999
+    """generator seed of the held-out tasks (training task sets use seeds derived from the run seed)."""
+    tokenizer_tasks: int = 3000
+    """synthetic tasks whose text trains the tokenizer (many names, so none becomes one token)."""
+    vocab_size: int = 1024
+    """tokenizer vocabulary, special and tag tokens included."""
+    expert_store_fact: float = 0.5
+    """expert: probability of storing each Stage-1 paragraph."""
+    expert_store_distractor: float = 0.25
+    """expert: probability of storing a Stage-2 distractor (a mistake)."""
+    expert_retrieve: float = 0.6
+    """expert: probability of retrieving before answering."""
+    sft_epochs: float = 3.0
+    """warm start: passes over the demonstrations."""
+    sft_learning_rate: float = 1e-3
+    """warm start: peak learning rate."""
+    sft_batch_size: int = 16
+    """warm start: sequences per optimizer step."""
+
+    def validate(self) -> None:
+        if not self.seeds or len(set(self.seeds)) != len(self.seeds):
+            raise ConfigError(f"learn.seeds={self.seeds} must be a non-empty list of distinct integers")
+        for name in ("sft_tasks", "eval_tasks", "tokenizer_tasks", "sft_batch_size"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"learn.{name}={getattr(self, name)} must be >= 1")
+        for name in ("expert_store_fact", "expert_store_distractor", "expert_retrieve"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ConfigError(f"learn.{name}={getattr(self, name)} is a probability; use a value in [0, 1]")
+        if self.vocab_size < 300 or self.sft_epochs <= 0 or self.sft_learning_rate <= 0:
+            raise ConfigError("learn.vocab_size must be >= 300, learn.sft_epochs and learn.sft_learning_rate > 0")
+
+
+@dataclass
 class AgeMemConfig:
     output_dir: str = "runs/agemem"
     """run directory: metrics.jsonl, trajectories.jsonl, checkpoints/ (agemem train)."""
@@ -594,6 +646,8 @@ class AgeMemConfig:
     """checkpoints of agemem train."""
     logging: LoggingConfig = field(default_factory=LoggingConfig)
     """metrics, wandb, tensorboard, trajectory samples."""
+    learn: LearnConfig = field(default_factory=LearnConfig)
+    """the CPU learning demonstration (`agemem learn`)."""
 
     def validate(self) -> None:
         if self.max_steps < 0:

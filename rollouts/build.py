@@ -30,7 +30,14 @@ def load_tasks(config: DataConfig, *, apply_limit: bool = True) -> list[Task]:
     if config.source == "synthetic":
         from rollouts.synthetic import generate_synthetic_tasks
 
-        tasks = generate_synthetic_tasks(config.synthetic.num_tasks, seed=config.synthetic.seed)
+        synthetic = config.synthetic
+        tasks = generate_synthetic_tasks(
+            synthetic.num_tasks,
+            seed=synthetic.seed,
+            entities_per_task=synthetic.entities_per_task,
+            attributes_per_entity=synthetic.attributes_per_entity,
+            distractors_per_task=synthetic.distractors_per_task,
+        )
     else:
         from rollouts.hotpotqa import load_hotpotqa
 

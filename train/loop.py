@@ -228,7 +228,7 @@ def train(
     try:
         while state.step < config.max_steps:
             step = state.step + 1
-            timer = _Timer()
+            timer = Timer()
             # 1. rollout
             tasks = run.rank_tasks(state.tasks_seen)
             trajectories, rollout_stats = run.rollout(step, tasks)
@@ -281,7 +281,9 @@ def train(
     return history
 
 
-class _Timer:
+class Timer:
+    """Wall-clock laps: ``lap(name)`` records the time since the previous lap (or the start)."""
+
     def __init__(self) -> None:
         self.start = self.last = time.perf_counter()
         self.laps: dict[str, float] = {}
@@ -290,6 +292,9 @@ class _Timer:
         now = time.perf_counter()
         self.laps[name] = now - self.last
         self.last = now
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.start
 
 
 def _step_metrics(

@@ -11,18 +11,9 @@ from typing import Any
 
 from agemem.summarizers import SUMMARY_INSTRUCTIONS
 from rollouts.engines.base import Completion, SamplingParams
+from rollouts.expert import parse_chatml
 
 IM_END = 151645  # <|im_end|> in the Qwen2.5 tokenizer
-
-
-def parse_chatml(text: str) -> list[dict[str, str]]:
-    """Split a rendered Qwen (ChatML) prompt back into role/content messages (generation prompt dropped)."""
-    text = text.removesuffix("<|im_start|>assistant\n")
-    messages = []
-    for block in text.split("<|im_start|>")[1:]:
-        role, _, rest = block.partition("\n")
-        messages.append({"role": role, "content": rest.split("<|im_end|>")[0]})
-    return messages
 
 
 @dataclass
@@ -113,3 +104,25 @@ class MemoryAgent:
         if acted or self.stage1 == "ack":
             return answer("OK")
         return call("Add_memory", content=message)
+
+
+def play_expert(tokenizer, tasks, habits):
+    """The synthetic expert plays each task once through the real driver and env (word-set encoder),
+    with all of a task's people in one Stage-1 message, as `agemem learn` plays them."""
+    from agemem.chat import end_of_turn_ids
+    from agemem.config import AgeMemConfig
+    from rollouts.build import build_driver, build_resources
+    from rollouts.expert import ExpertEngine, SyntheticExpert
+    from tests.conftest import WordSetEncoder
+
+    config = AgeMemConfig()
+    config.env.system_prompt = "Manage your memory."
+    config.env.summarizer.backend = "extractive"
+    config.rollout.rollouts_per_task = 1
+    config.rollout.paragraphs_per_turn = 3
+    config.rollout.introspective_top_k = 0
+    engine = ExpertEngine(tokenizer, SyntheticExpert(tasks, habits), end_of_turn_ids(tokenizer)[0])
+    driver = build_driver(
+        config, engine, tokenizer, build_resources(config, tokenizer, WordSetEncoder()), progress=False
+    )
+    return driver.run(tasks, {t.id: t.distractors for t in tasks}).trajectories

@@ -1,0 +1,356 @@
+"""`agemem learn`: watch GRPO teach a small model to use its memory, on a laptop CPU.
+
+For each run seed, top to bottom:
+
+1. tokenizer   — a byte-level BPE trained on synthetic-task text and the tool protocol;
+2. demonstrate — a scripted, imperfect expert plays the SFT tasks (it stores facts, retrieves and
+                 avoids distractors only some of the time);
+3. warm start  — a small random Qwen2 model imitates the demonstrations (TRL SFTTrainer);
+4. evaluate    — the warm start plays the held-out tasks;
+5. GRPO        — step-wise GRPO from the warm start (this project's trainer, the config's reward);
+6. evaluate    — the GRPO policy plays the same held-out tasks with the same sampling seeds;
+
+then the seeds are compared: before/after table with 95% intervals, JSON report, reward-curve PNG.
+Every stage writes its output under ``output_dir/seed_N/`` and is skipped when that output
+exists, so an interrupted run continues where it stopped (GRPO resumes from its checkpoint).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agemem.config import AgeMemConfig
+from agemem.configlib import to_dict
+from agemem.files import atomic_open
+from eval.synthetic import EpisodeScore, evaluate_policy, mean_ci, mean_scores, paired_differences, scores_to_rows
+from train.loop import Timer
+
+if TYPE_CHECKING:
+    from agemem.encoders import Encoder
+    from rollouts.records import Trajectory
+    from rollouts.tasks import Task
+
+REPORT_METRICS = (
+    ("em", "exact match"),
+    ("reward", "reward (composite)"),
+    ("stored_fact", "stored the answer's fact"),
+    ("storage", "storage quality"),
+    ("stored_distractor", "stored a distractor"),
+    ("retrieved", "retrieval use"),
+    ("context_tokens", "context tokens"),
+    ("generated_tokens", "generated tokens"),
+    ("violations", "format violations"),
+)
+TOKENIZER_DEMOS = 64
+"""tokenizer-corpus tasks also played by the expert, so the tool-call and tool-response text is in the corpus."""
+
+
+@dataclass(frozen=True)
+class TaskSeeds:
+    """Generator seeds of a run seed's task sets: disjoint by construction, held-out set shared."""
+
+    sft: int
+    grpo: int
+    tokenizer: int
+    eval: int
+
+    @classmethod
+    def derive(cls, config: AgeMemConfig, run_seed: int) -> TaskSeeds:
+        base = 1000 * (run_seed + 1)
+        return cls(sft=base + 1, grpo=base + 2, tokenizer=base + 3, eval=config.learn.eval_seed)
+
+
+def learn(config: AgeMemConfig, *, progress: bool = True) -> dict[str, Any]:
+    """Run every seed of ``config.learn.seeds`` (skipping finished ones) and write the comparison."""
+    from agemem.encoders import build_encoder
+
+    root = Path(config.output_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    encoder = build_encoder(config.env.encoder)  # one MiniLM for every stage and seed
+    results = [run_seed(config, seed, root / f"seed_{seed}", encoder, progress=progress) for seed in config.learn.seeds]
+    report = compare_seeds(config, results)
+    with atomic_open(root / "learning.json", "w") as handle:
+        json.dump(report, handle, indent=2)
+    plot_learning(results, root / "learning.png")
+    return report
+
+
+# ---------------------------------------------------------------- one seed
+def run_seed(config: AgeMemConfig, seed: int, out: Path, encoder: Encoder, *, progress: bool) -> dict[str, Any]:
+    done = out / "result.json"
+    if done.exists():
+        return json.loads(done.read_text())
+    out.mkdir(parents=True, exist_ok=True)
+    seeds = TaskSeeds.derive(config, seed)
+    timer = Timer()
+
+    # 1. tokenizer
+    tokenizer = _stage_tokenizer(config, seeds, out / "tokenizer", encoder)
+    timer.lap("tokenizer")
+    # 2. demonstrations
+    sft_tasks = _tasks(config, config.learn.sft_tasks, seeds.sft)
+    demos = _stage_demonstrations(config, seed, sft_tasks, tokenizer, out / "demonstrations.jsonl", encoder)
+    timer.lap("demonstrate")
+    # 3. warm start
+    warm = _stage_warm_start(config, seed, tokenizer, demos, out / "warm_start", progress=progress)
+    timer.lap("warm_start")
+    # 4. evaluate the warm start
+    eval_tasks = _tasks(config, config.learn.eval_tasks, seeds.eval)
+    before = _stage_evaluate(config, seed, warm, eval_tasks, out / "eval_warm_start.jsonl", encoder, progress)
+    timer.lap("eval_warm_start")
+    # 5. GRPO
+    final = _stage_grpo(_grpo_config(config, seed, seeds, warm, out / "grpo"))
+    timer.lap("grpo")
+    # 6. evaluate the GRPO policy
+    after = _stage_evaluate(config, seed, final, eval_tasks, out / "eval_grpo.jsonl", encoder, progress)
+    timer.lap("eval_grpo")
+
+    result = {
+        "seed": seed,
+        "task_seeds": vars(seeds),
+        "before": mean_scores(before),
+        "after": mean_scores(after),
+        "em_difference": _ci_dict(mean_ci(paired_differences(before, after, "em"))),
+        "em_differences": paired_differences(before, after, "em"),
+        "reward_curve": _reward_curve(out / "grpo" / "metrics.jsonl"),
+        "timings": {**{f"{k}_s": v for k, v in timer.laps.items()}, "total_s": timer.elapsed()},
+        "warm_start_dir": str(warm),
+        "grpo_policy_dir": str(final),
+    }
+    with atomic_open(done, "w") as handle:
+        json.dump(result, handle, indent=2)
+    return result
+
+
+def _tasks(config: AgeMemConfig, count: int, generator_seed: int) -> list[Task]:
+    from rollouts.synthetic import generate_synthetic_tasks
+
+    shape = config.data.synthetic
+    return generate_synthetic_tasks(
+        count,
+        seed=generator_seed,
+        entities_per_task=shape.entities_per_task,
+        attributes_per_entity=shape.attributes_per_entity,
+        distractors_per_task=shape.distractors_per_task,
+    )
+
+
+def _play_expert(config: AgeMemConfig, seed: int, tasks: list[Task], tokenizer, encoder: Encoder) -> list[Trajectory]:
+    """The expert plays each task once; its responses are encoded with ``tokenizer``."""
+    from agemem.chat import end_of_turn_ids
+    from rollouts.build import build_driver, build_resources, distractors_for
+    from rollouts.expert import ExpertEngine, ExpertHabits, SyntheticExpert
+
+    learn_cfg = config.learn
+    habits = ExpertHabits(
+        learn_cfg.expert_store_fact, learn_cfg.expert_store_distractor, learn_cfg.expert_retrieve, seed=seed
+    )
+    play = replace(config, rollout=replace(config.rollout, rollouts_per_task=1))
+    engine = ExpertEngine(tokenizer, SyntheticExpert(tasks, habits), end_of_turn_ids(tokenizer)[0])
+    driver = build_driver(play, engine, tokenizer, build_resources(play, tokenizer, encoder=encoder), progress=False)
+    return driver.run(tasks, distractors_for(play, tasks, encoder)).trajectories
+
+
+def _stage_tokenizer(config: AgeMemConfig, seeds: TaskSeeds, directory: Path, encoder: Encoder):
+    from agemem.chat import load_tokenizer
+    from rollouts.expert import parse_chatml
+    from rollouts.task_tokenizer import save_task_tokenizer, train_task_tokenizer
+
+    if (directory / "tokenizer_config.json").exists():
+        return load_tokenizer(str(directory))
+    tasks = _tasks(config, config.learn.tokenizer_tasks, seeds.tokenizer)
+    texts = {text for task in tasks for text in (task.question, *task.distractors, *(p.text for p in task.contexts))}
+    # the protocol's text (system prompt, tool calls and responses), rendered with Qwen's identical ChatML
+    for trajectory in _play_expert(config, seeds.tokenizer, tasks[:TOKENIZER_DEMOS], load_tokenizer(), encoder):
+        for step in trajectory.steps:
+            texts.update(message["content"] for message in parse_chatml(step.prompt_text))
+            texts.add(step.completion_text)
+    tokenizer = train_task_tokenizer(sorted(texts), config.learn.vocab_size)
+    save_task_tokenizer(tokenizer, directory)
+    return load_tokenizer(str(directory))
+
+
+def _stage_demonstrations(
+    config: AgeMemConfig, seed: int, tasks: list[Task], tokenizer, path: Path, encoder: Encoder
+) -> list[Trajectory]:
+    from rollouts.records import TrajectoryWriter, read_trajectories
+
+    if path.exists():
+        return list(read_trajectories(path))
+    trajectories = _play_expert(config, seed, tasks, tokenizer, encoder)
+    tmp = path.with_suffix(".tmp")
+    with TrajectoryWriter(tmp) as writer:
+        for trajectory in trajectories:
+            writer.write(trajectory)
+    tmp.replace(path)
+    return trajectories
+
+
+def _stage_warm_start(
+    config: AgeMemConfig, seed: int, tokenizer, demos: list[Trajectory], directory: Path, *, progress: bool
+) -> Path:
+    import torch
+    from transformers import Qwen2ForCausalLM
+
+    from rollouts.policy import tiny_qwen2_config
+    from train.sft import SFTSettings, supervised_warm_start
+
+    if (directory / "config.json").exists():
+        return directory
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = Qwen2ForCausalLM(tiny_qwen2_config(config.policy, len(tokenizer)))
+    model.config.eos_token_id = model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.config.pad_token_id = model.generation_config.pad_token_id = tokenizer.pad_token_id
+    learn_cfg = config.learn
+    settings = SFTSettings(
+        epochs=learn_cfg.sft_epochs,
+        learning_rate=learn_cfg.sft_learning_rate,
+        batch_size=learn_cfg.sft_batch_size,
+        seed=seed,
+        progress=progress,
+    )
+    staging = directory.with_name(directory.name + ".tmp")
+    metrics = supervised_warm_start(model, tokenizer, demos, settings, staging)
+    (staging / "sft_metrics.json").write_text(json.dumps(metrics, indent=2))
+    staging.replace(directory)
+    return directory
+
+
+def _stage_evaluate(
+    config: AgeMemConfig,
+    seed: int,
+    model_dir: Path,
+    tasks: list[Task],
+    path: Path,
+    encoder: Encoder,
+    progress: bool,
+) -> list[EpisodeScore]:
+    if path.exists():
+        return [EpisodeScore(**json.loads(line)) for line in path.read_text().splitlines() if line.strip()]
+    # always the composite reward, so an answer_only run is compared on the same scale
+    scoring = replace(config, reward=replace(config.reward, mode="composite"))
+    scores, _ = evaluate_policy(scoring, model_dir, tasks, seed=seed, encoder=encoder, progress=progress)
+    with atomic_open(path, "w") as handle:
+        handle.writelines(json.dumps(row) + "\n" for row in scores_to_rows(scores))
+    return scores
+
+
+def _grpo_config(config: AgeMemConfig, seed: int, seeds: TaskSeeds, warm: Path, out: Path) -> AgeMemConfig:
+    data = config.data
+    synthetic = replace(data.synthetic, seed=seeds.grpo)
+    return replace(
+        config,
+        output_dir=str(out),
+        seed=seed,
+        policy=replace(config.policy, model=str(warm), tokenizer=str(warm)),
+        data=replace(data, source="synthetic", limit=0, synthetic=synthetic),
+        distractors=replace(config.distractors, generator="task", cache_dir=""),
+    )
+
+
+def _stage_grpo(config: AgeMemConfig) -> Path:
+    from train.checkpoint import latest_checkpoint
+    from train.loop import train
+
+    output_dir = Path(config.output_dir)
+    checkpoint = latest_checkpoint(output_dir)
+    finished = checkpoint is not None and json.loads((checkpoint / "trainer_state.json").read_text())["step"] >= (
+        config.max_steps
+    )
+    if not finished:
+        train(config, resume=checkpoint is not None)
+        checkpoint = latest_checkpoint(output_dir)
+    assert checkpoint is not None
+    return checkpoint / "policy"
+
+
+def _reward_curve(metrics_path: Path) -> list[dict[str, float]]:
+    rows = [json.loads(line) for line in metrics_path.read_text().splitlines() if line.strip()]
+    keys = ("reward/total", "reward/task", "episode/answered", "tools/Add_memory", "tools/Retrieve_memory")
+    return [{"step": row["step"], **{k: row[k] for k in keys if k in row}} for row in rows]
+
+
+def _ci_dict(ci: tuple[float, float, float]) -> dict[str, float]:
+    mean, low, high = ci
+    return {"mean": mean, "low": low, "high": high}
+
+
+# ---------------------------------------------------------------- across seeds
+def compare_seeds(config: AgeMemConfig, results: list[dict[str, Any]]) -> dict[str, Any]:
+    """Means over seeds of every metric before and after GRPO, and the EM improvement's intervals:
+    across seeds (Student t over the per-seed mean differences) and pooled (paired over all episodes)."""
+    metrics = [name for name, _ in REPORT_METRICS]
+    before = {m: sum(r["before"][m] for r in results) / len(results) for m in metrics}
+    after = {m: sum(r["after"][m] for r in results) / len(results) for m in metrics}
+    per_seed = [r["em_difference"]["mean"] for r in results]
+    across = _ci_dict(mean_ci(per_seed))
+    pooled = _ci_dict(mean_ci([d for r in results for d in r["em_differences"]]))
+    return {
+        "seeds": [r["seed"] for r in results],
+        "reward_mode": config.reward.mode,
+        "before": before,
+        "after": after,
+        "em_improvement_across_seeds": across,
+        "em_improvement_pooled": pooled,
+        "improves": bool(across["low"] > 0) if len(results) > 1 else bool(pooled["low"] > 0),
+        "per_seed": [{k: r[k] for k in ("seed", "before", "after", "em_difference", "timings")} for r in results],
+        "config": to_dict(config),
+    }
+
+
+def report_table(report: dict[str, Any]):
+    """A rich table: each metric before and after GRPO (mean over seeds), EM intervals below."""
+    from rich.table import Table
+
+    table = Table(title=f"held-out synthetic tasks, seeds {report['seeds']} (reward: {report['reward_mode']})")
+    table.add_column("metric")
+    table.add_column("warm start", justify="right")
+    table.add_column("after GRPO", justify="right")
+    table.add_column("change", justify="right")
+    for name, label in REPORT_METRICS:
+        b, a = report["before"][name], report["after"][name]
+        table.add_row(label, f"{b:.3f}", f"{a:.3f}", f"{a - b:+.3f}")
+    for key, label in (("em_improvement_across_seeds", "across seeds"), ("em_improvement_pooled", "pooled")):
+        ci = report[key]
+        table.add_row(f"EM gain, 95% CI ({label})", "", "", f"{ci['mean']:+.3f} [{ci['low']:+.3f}, {ci['high']:+.3f}]")
+    for seed in report["per_seed"]:
+        d = seed["em_difference"]
+        minutes = seed["timings"]["total_s"] / 60
+        table.add_row(
+            f"seed {seed['seed']} EM ({minutes:.1f} min)",
+            f"{seed['before']['em']:.3f}",
+            f"{seed['after']['em']:.3f}",
+            f"{d['mean']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]",
+        )
+    return table
+
+
+def plot_learning(results: list[dict[str, Any]], path: Path) -> None:
+    """Left: training reward per GRPO step for each seed. Right: held-out EM before/after per seed."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only: no display on a server
+    import matplotlib.pyplot as plt
+
+    fig, (curve, bars) = plt.subplots(1, 2, figsize=(11, 4), gridspec_kw={"width_ratios": [2, 1]})
+    for result in results:
+        rows = result["reward_curve"]
+        curve.plot([r["step"] for r in rows], [r["reward/total"] for r in rows], label=f"seed {result['seed']}")
+    curve.set(xlabel="GRPO step", ylabel="mean training reward", title="training reward")
+    curve.grid(alpha=0.3)
+    curve.legend()
+    width = 0.38
+    xs = list(range(len(results)))
+    bars.bar([x - width / 2 for x in xs], [r["before"]["em"] for r in results], width, label="warm start")
+    bars.bar([x + width / 2 for x in xs], [r["after"]["em"] for r in results], width, label="after GRPO")
+    bars.set_xticks(xs, [f"seed {r['seed']}" for r in results])
+    bars.set(ylabel="held-out exact match", title="held-out EM", ylim=(0, 1))
+    bars.legend()
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

@@ -1,0 +1,81 @@
+"""`agemem learn` end to end at toy size: every stage runs, GRPO changes the warm start's
+weights, the report, table and plot are written, and a finished seed is never redone."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from agemem.cli import main
+from agemem.config import AgeMemConfig
+from agemem.configlib import load_config
+
+FAST = [
+    "learn.sft_tasks=24",
+    "learn.eval_tasks=4",
+    "learn.tokenizer_tasks=60",
+    "learn.vocab_size=400",
+    "learn.sft_epochs=1",
+    "max_steps=2",
+    "train.tasks_per_step=2",
+    "rollout.rollouts_per_task=2",
+    "policy.tiny_hidden_size=32",
+    "policy.tiny_layers=1",
+    "sampling.max_tokens=24",
+    "logging.progress=false",
+]
+
+
+@pytest.fixture(scope="module")
+def learned(tmp_path_factory):
+    out = tmp_path_factory.mktemp("learn")
+    assert main(["learn", "--config", "configs/learn_cpu.yaml", f"output_dir={out}", *FAST]) == 0
+    return out
+
+
+def test_every_stage_leaves_its_output(learned):
+    seed = learned / "seed_0"
+    for name in ("tokenizer", "demonstrations.jsonl", "warm_start", "eval_warm_start.jsonl", "grpo", "eval_grpo.jsonl"):
+        assert (seed / name).exists(), name
+    result = json.loads((seed / "result.json").read_text())
+    assert [row["step"] for row in result["reward_curve"]] == [1, 2]
+    assert len(result["em_differences"]) == 4  # one paired difference per held-out task
+    report = json.loads((learned / "learning.json").read_text())
+    assert report["seeds"] == [0] and report["reward_mode"] == "composite"
+    assert set(report["before"]) == set(report["after"])
+    assert (learned / "learning.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_grpo_changed_the_warm_start_weights(learned):
+    from transformers import AutoModelForCausalLM
+
+    result = json.loads((learned / "seed_0" / "result.json").read_text())
+    warm = AutoModelForCausalLM.from_pretrained(result["warm_start_dir"]).state_dict()
+    final = AutoModelForCausalLM.from_pretrained(result["grpo_policy_dir"]).state_dict()
+    changed = [name for name, tensor in warm.items() if not torch.equal(tensor, final[name])]
+    assert changed, "two GRPO steps left every weight untouched"
+
+
+def test_a_finished_seed_is_read_back_not_redone(learned, monkeypatch):
+    import recipes.learn
+
+    def fail(*args, **kwargs):
+        raise AssertionError("a finished stage ran again")
+
+    monkeypatch.setattr(recipes.learn, "_stage_warm_start", fail)
+    monkeypatch.setattr(recipes.learn, "_stage_grpo", fail)
+    config = load_config(AgeMemConfig, "configs/learn_cpu.yaml", [f"output_dir={learned}", *FAST])
+    report = recipes.learn.learn(config, progress=False)
+    assert report["per_seed"][0]["seed"] == 0
+
+
+def test_answer_only_flag_switches_the_training_reward(tmp_path, monkeypatch):
+    import recipes.learn
+
+    seen = {}
+    monkeypatch.setattr(recipes.learn, "learn", lambda config, progress: seen.setdefault("config", config) and {})
+    monkeypatch.setattr(recipes.learn, "report_table", lambda report: "")
+    main(["learn", "--config", "configs/learn_cpu.yaml", "--answer-only", f"output_dir={tmp_path}"])
+    assert seen["config"].reward.mode == "answer_only"

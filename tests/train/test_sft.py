@@ -1,0 +1,59 @@
+"""SFT warm start: the dataset trains exactly the completion tokens, and TRL's trainer learns them."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from agemem.config import PolicyConfig
+from rollouts.expert import ExpertHabits
+from rollouts.policy import tiny_qwen2_config
+from rollouts.synthetic import generate_synthetic_tasks
+from rollouts.task_tokenizer import train_task_tokenizer
+from tests.rollouts.scripted import play_expert
+from train.sft import SFTSettings, demonstration_dataset, supervised_warm_start
+
+
+@pytest.fixture(scope="module")
+def demonstrations():
+    tasks = generate_synthetic_tasks(6, seed=2, attributes_per_entity=1, distractors_per_task=1)
+    texts = sorted({text for t in tasks for text in (t.question, *t.distractors, *(p.text for p in t.contexts))})
+    tokenizer = train_task_tokenizer(texts, vocab_size=400)
+    return tokenizer, play_expert(tokenizer, tasks, ExpertHabits(1.0, 0.0, 1.0))
+
+
+def test_dataset_masks_exactly_the_completion_tokens(demonstrations):
+    _, trajectories = demonstrations
+    dataset = demonstration_dataset(trajectories)
+    completion_tokens = sum(len(s.completion_ids) for t in trajectories for s in t.steps)
+    assert sum(sum(mask) for mask in dataset["completion_mask"]) == completion_tokens
+    # merged runs: every trajectory is (Stage 1) + (Stage 2 and 3, which append to one context) = 2 rows
+    assert len(dataset) == 2 * len(trajectories)
+    row = dataset[0]
+    first = trajectories[0].steps[0]
+    start = len(first.prompt_ids)
+    assert row["input_ids"][start : start + len(first.completion_ids)] == first.completion_ids
+    assert row["completion_mask"][:start] == [0] * start
+
+
+def test_warm_start_learns_the_demonstrations_and_saves_a_loadable_model(demonstrations, tmp_path):
+    from transformers import AutoModelForCausalLM, Qwen2ForCausalLM
+
+    tokenizer, trajectories = demonstrations
+    torch.manual_seed(0)
+    model = Qwen2ForCausalLM(tiny_qwen2_config(PolicyConfig(tiny_hidden_size=32, tiny_layers=1), len(tokenizer)))
+    settings = SFTSettings(epochs=8, learning_rate=1e-2, batch_size=4, progress=False)
+    metrics = supervised_warm_start(model, tokenizer, trajectories, settings, tmp_path / "warm")
+    # a random model starts near ln(400) = 6.0 nats a token; 8 epochs on 12 rows halve it (measured 6.0 -> 3.0)
+    assert metrics["first_loss"] > 5.5
+    assert metrics["final_loss"] < 4.0
+    reloaded = AutoModelForCausalLM.from_pretrained(tmp_path / "warm")
+    trained = model.state_dict()
+    assert all(torch.equal(tensor, trained[name]) for name, tensor in reloaded.state_dict().items())
+    assert reloaded.generation_config.eos_token_id == tokenizer.eos_token_id
+    assert (tmp_path / "warm" / "tokenizer_config.json").exists()
+
+
+def test_no_completion_tokens_is_a_clear_error():
+    with pytest.raises(ValueError, match="nothing to imitate"):
+        demonstration_dataset([])
