@@ -108,13 +108,14 @@ def run_seed(config: AgeMemConfig, seed: int, out: Path, encoder: Encoder, *, pr
     after = _stage_evaluate(config, seed, final, eval_tasks, out / "eval_grpo.jsonl", encoder, progress)
     timer.lap("eval_grpo")
 
+    em_differences = paired_differences(before, after, "em")
     result = {
         "seed": seed,
         "task_seeds": vars(seeds),
         "before": mean_scores(before),
         "after": mean_scores(after),
-        "em_difference": _ci_dict(mean_ci(paired_differences(before, after, "em"))),
-        "em_differences": paired_differences(before, after, "em"),
+        "em_difference": _ci_dict(mean_ci(em_differences)),
+        "em_differences": em_differences,
         "reward_curve": _reward_curve(out / "grpo" / "metrics.jsonl"),
         "timings": {**{f"{k}_s": v for k, v in timer.laps.items()}, "total_s": timer.elapsed()},
         "warm_start_dir": str(warm),
@@ -126,16 +127,11 @@ def run_seed(config: AgeMemConfig, seed: int, out: Path, encoder: Encoder, *, pr
 
 
 def _tasks(config: AgeMemConfig, count: int, generator_seed: int) -> list[Task]:
-    from rollouts.synthetic import generate_synthetic_tasks
+    """``count`` synthetic tasks of generator seed ``generator_seed``, shaped by ``data.synthetic``."""
+    from rollouts.build import load_tasks
 
-    shape = config.data.synthetic
-    return generate_synthetic_tasks(
-        count,
-        seed=generator_seed,
-        entities_per_task=shape.entities_per_task,
-        attributes_per_entity=shape.attributes_per_entity,
-        distractors_per_task=shape.distractors_per_task,
-    )
+    synthetic = replace(config.data.synthetic, num_tasks=count, seed=generator_seed)
+    return load_tasks(replace(config.data, source="synthetic", limit=0, synthetic=synthetic))
 
 
 def _play_expert(config: AgeMemConfig, seed: int, tasks: list[Task], tokenizer, encoder: Encoder) -> list[Trajectory]:
@@ -253,15 +249,12 @@ def _grpo_config(config: AgeMemConfig, seed: int, seeds: TaskSeeds, warm: Path, 
 
 
 def _stage_grpo(config: AgeMemConfig) -> Path:
-    from train.checkpoint import latest_checkpoint
+    from train.checkpoint import latest_checkpoint, read_trainer_state
     from train.loop import train
 
     output_dir = Path(config.output_dir)
     checkpoint = latest_checkpoint(output_dir)
-    finished = checkpoint is not None and json.loads((checkpoint / "trainer_state.json").read_text())["step"] >= (
-        config.max_steps
-    )
-    if not finished:
+    if checkpoint is None or read_trainer_state(checkpoint).step < config.max_steps:
         train(config, resume=checkpoint is not None)
         checkpoint = latest_checkpoint(output_dir)
     assert checkpoint is not None
@@ -270,7 +263,7 @@ def _stage_grpo(config: AgeMemConfig) -> Path:
 
 def _reward_curve(metrics_path: Path) -> list[dict[str, float]]:
     rows = [json.loads(line) for line in metrics_path.read_text().splitlines() if line.strip()]
-    keys = ("reward/total", "reward/task", "episode/answered", "tools/Add_memory", "tools/Retrieve_memory")
+    keys = ("reward/total", "reward/task", "episode/exact_match", "episode/memory_adds", "episode/retrievals")
     return [{"step": row["step"], **{k: row[k] for k in keys if k in row}} for row in rows]
 
 

@@ -92,9 +92,14 @@ def _prune(root: Path, keep_last: int) -> None:
         shutil.rmtree(stale, ignore_errors=True)
 
 
+def read_trainer_state(path: Path) -> TrainerState:
+    """The step and data position a complete checkpoint directory was saved at."""
+    return TrainerState(**json.loads((path / "trainer_state.json").read_text()))
+
+
 def load_checkpoint(accelerator: Accelerator, path: Path) -> TrainerState:
     """Restore model, optimizer, scheduler and RNG states from ``path``; returns the trainer state."""
-    state = TrainerState(**json.loads((path / "trainer_state.json").read_text()))
+    state = read_trainer_state(path)
     if state.world_size != accelerator.num_processes:
         raise RuntimeError(
             f"{path} was written by {state.world_size} process(es) but this run has {accelerator.num_processes}; "

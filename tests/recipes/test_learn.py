@@ -41,6 +41,7 @@ def test_every_stage_leaves_its_output(learned):
         assert (seed / name).exists(), name
     result = json.loads((seed / "result.json").read_text())
     assert [row["step"] for row in result["reward_curve"]] == [1, 2]
+    assert {"reward/total", "episode/memory_adds", "episode/retrievals"} <= set(result["reward_curve"][0])
     assert len(result["em_differences"]) == 4  # one paired difference per held-out task
     report = json.loads((learned / "learning.json").read_text())
     assert report["seeds"] == [0] and report["reward_mode"] == "composite"
