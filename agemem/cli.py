@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Callable
 
 import yaml
 
-from agemem.config import AgeMemConfig
+from agemem.config import EVAL_VARIANTS, AgeMemConfig
 from agemem.configlib import ConfigError, load_config, to_dict
 
 
@@ -62,6 +63,35 @@ def _cmd_learn(args: argparse.Namespace) -> int:
     return 0
 
 
+def _eval_overrides(args: argparse.Namespace) -> list[str]:
+    """The benchmark flags as dotted overrides, applied after the user's (a flag wins)."""
+    flags = []
+    if args.model:
+        flags.append(f"eval.models={json.dumps(args.model)}")
+    if args.variant:
+        flags.append(f"eval.variants={json.dumps(args.variant)}")
+    if args.data is not None:
+        flags.append(f"data.source={args.data}")
+    if args.limit is not None:
+        flags.append(f"data.limit={args.limit}")
+    return [*args.overrides, *flags]
+
+
+def _cmd_eval(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from eval.hotpotqa import evaluate_hotpotqa, results_table
+
+    config = load_config(AgeMemConfig, args.config, _eval_overrides(args))
+    runs = evaluate_hotpotqa(config, args.out)
+    console = Console()
+    console.print(results_table(runs))
+    stem = "results" if len(runs) == 1 else "comparison"
+    files = ", ".join(f"{args.out}/{stem}.{ext}" for ext in ("json", "md", *(["png"] if config.eval.plot else [])))
+    console.print(f"results: {files}", soft_wrap=True)
+    return 0
+
+
 def _cmd_config(args: argparse.Namespace) -> int:
     config = load_config(AgeMemConfig, args.config, args.overrides)
     sys.stdout.write(yaml.safe_dump(to_dict(config), sort_keys=False))
@@ -105,6 +135,29 @@ def build_parser() -> argparse.ArgumentParser:
         "--answer-only", action="store_true", help="ablation: train with R = R_task + penalties (reward.mode)"
     )
     handlers["learn"] = _cmd_learn
+
+    evaluate = commands.add_parser("eval", help="evaluate checkpoints, models or endpoints on task benchmarks")
+    benchmarks = evaluate.add_subparsers(dest="benchmark", metavar="BENCHMARK", required=True)
+    hotpotqa = benchmarks.add_parser(
+        "hotpotqa", help="HotpotQA as three-stage memory episodes: J, EM, F1, MQ, TN, TC (table, JSON, plot)"
+    )
+    _add_config_arguments(hotpotqa)
+    hotpotqa.add_argument(
+        "--model",
+        action="append",
+        metavar="M",
+        help="a training run or checkpoint directory, a LoRA adapter or Hugging Face directory, a hub id, or "
+        "openai:<model>@<base_url>; repeat to compare models side by side (default: policy.model)",
+    )
+    hotpotqa.add_argument(
+        "--data", metavar="PATH", help="HotpotQA JSON file, datasets directory or hub id (data.source)"
+    )
+    hotpotqa.add_argument("--out", default="runs/eval/hotpotqa", metavar="DIR", help="output directory (resumable)")
+    hotpotqa.add_argument(
+        "--variant", action="append", choices=EVAL_VARIANTS, help="tool variant; repeat for several (default: agemem)"
+    )
+    hotpotqa.add_argument("--limit", type=int, metavar="N", help="evaluate the first N questions (data.limit)")
+    handlers["eval"] = _cmd_eval
 
     config = commands.add_parser("config", help="print the resolved configuration as YAML")
     _add_config_arguments(config)

@@ -6,10 +6,12 @@ YAML files (``configs/``) and ``key.sub=value`` CLI overrides only change fields
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, get_args
 
 from agemem.configlib import ConfigError
+from agemem.tools import TOOL_NAMES
 
 BUNDLED_ENCODER = "bundled:all-MiniLM-L6-v2"
 BUNDLED_TOKENIZER = "bundled:qwen2.5-instruct"
@@ -111,6 +113,23 @@ class EnvConfig:
     """short-term context (STM)."""
     summarizer: SummarizerConfig = field(default_factory=SummarizerConfig)
     """Summary_context backend."""
+    tools: list[str] = field(default_factory=lambda: list(TOOL_NAMES))
+    """tools the agent is offered (prompt, schemas, execution); a call to any other is an unknown-tool error."""
+    rag_top_k: int = 0
+    """before every agent step, show the top-k LTM entries for the latest user message (the -RAG ablation); 0 = off."""
+
+    def validate(self) -> None:
+        unknown = [name for name in self.tools if name not in TOOL_NAMES]
+        if unknown:
+            close = difflib.get_close_matches(unknown[0], TOOL_NAMES, n=1)
+            hint = f"did you mean {close[0]!r}?" if close else f"choose from {', '.join(TOOL_NAMES)}"
+            raise ConfigError(f"tools: unknown tool {unknown[0]!r}; {hint}")
+        if len(set(self.tools)) != len(self.tools):
+            raise ConfigError(f"tools={self.tools} lists a tool twice; list each at most once")
+        if not 0 <= self.rag_top_k <= self.ltm.max_top_k:
+            raise ConfigError(
+                f"rag_top_k={self.rag_top_k} must be in [0, ltm.max_top_k={self.ltm.max_top_k}] (0 = no retrieval)"
+            )
 
 
 @dataclass
@@ -330,6 +349,8 @@ class RolloutConfig:
     """turns mode: paragraphs per Stage-1 user turn."""
     introspective_top_k: int = 3
     """turns mode: LTM entries retrieved for each incoming Stage-1 message and shown before the agent acts; 0 = off."""
+    stage1: bool = True
+    """play Stage 1 (the task's facts as user turns); false: the question arrives without them (no-memory baseline)."""
     stage1_max_steps: int = 16
     """Stage-1 round limit: agent steps (LLM calls) in the stage; later turns then arrive unanswered."""
     stage2_max_steps: int = 10
@@ -610,6 +631,40 @@ class LearnConfig:
             raise ConfigError("learn.vocab_size must be >= 300, learn.sft_epochs and learn.sft_learning_rate > 0")
 
 
+Variant = Literal["agemem", "no_memory", "rag", "ltm_only"]
+EVAL_VARIANTS: tuple[str, ...] = get_args(Variant)
+
+
+@dataclass
+class EvalConfig:
+    """`agemem eval`: task benchmarks played by one or more models under one or more tool variants."""
+
+    models: list[str] = field(default_factory=list)
+    """models to evaluate (the CLI's --model): a training run or checkpoint directory, a LoRA adapter directory,
+    a Hugging Face directory or hub id, or openai:<model>@<base_url>; empty: policy.model."""
+    variants: list[Variant] = field(default_factory=lambda: ["agemem"])
+    """agemem: all six tools; no_memory: the question alone, no tools; rag: Add/Update/Delete, and the top-k
+    memories for the latest message shown before every step; ltm_only: the four memory-store tools, no STM tools."""
+    distractors: bool = False
+    """play Stage 2 (the `distractors` section says which and how many); off, as the authors evaluate."""
+    rag_top_k: int = 3
+    """variant rag: LTM entries shown before every agent step."""
+    chunk_size: int = 32
+    """questions played together and scored in one judge batch; an interrupted run redoes at most one chunk."""
+    plot: bool = True
+    """write a bar plot (PNG) next to the JSON and markdown results."""
+
+    def validate(self) -> None:
+        if len(set(self.variants)) != len(self.variants) or not self.variants:
+            raise ConfigError(f"variants={self.variants} must list at least one variant, each once")
+        if len(set(self.models)) != len(self.models):
+            raise ConfigError(f"models={self.models} lists a model twice; list each once")
+        if self.rag_top_k < 1:
+            raise ConfigError(f"rag_top_k={self.rag_top_k} must be >= 1 (memories shown before each step)")
+        if self.chunk_size < 1:
+            raise ConfigError(f"chunk_size={self.chunk_size} must be >= 1 (questions played and scored together)")
+
+
 @dataclass
 class AgeMemConfig:
     output_dir: str = "runs/agemem"
@@ -648,6 +703,8 @@ class AgeMemConfig:
     """metrics, wandb, tensorboard, trajectory samples."""
     learn: LearnConfig = field(default_factory=LearnConfig)
     """the CPU learning demonstration (`agemem learn`)."""
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    """task benchmarks (`agemem eval`)."""
 
     def validate(self) -> None:
         if self.max_steps < 0:
@@ -656,4 +713,9 @@ class AgeMemConfig:
             raise ConfigError(
                 f"rollout.introspective_top_k={self.rollout.introspective_top_k} exceeds "
                 f"env.ltm.max_top_k={self.env.ltm.max_top_k}; lower the first or raise the second"
+            )
+        if self.eval.rag_top_k > self.env.ltm.max_top_k:
+            raise ConfigError(
+                f"eval.rag_top_k={self.eval.rag_top_k} exceeds env.ltm.max_top_k={self.env.ltm.max_top_k}; "
+                "lower the first or raise the second"
             )

@@ -22,7 +22,7 @@ from agemem.ltm import DEFAULT_SCOPE, LongTermMemory, MemoryResult
 from agemem.prompts import system_prompt, template_tools
 from agemem.protocol import BAD_ARGUMENTS, UNKNOWN_TOOL, ParsedResponse, Violation, parse_response
 from agemem.summarizers import ChatGenerate, SummarizerError, build_summarizer
-from agemem.tools import ToolCall
+from agemem.tools import TOOL_NAMES, ToolCall
 
 # Per-call problems already reach the agent as that call's error result; the rest get one
 # format-feedback message.
@@ -110,7 +110,8 @@ class EpisodeStats:
     retrievals: list[RetrievalRecord] = field(default_factory=list)
     """Retrieve_memory calls the agent made."""
     introspections: list[RetrievalRecord] = field(default_factory=list)
-    """retrievals the rollout made for the agent before it answered an incoming message (Stage-1 turns mode)."""
+    """retrievals made for the agent: before it answered an incoming message (Stage-1 turns mode), and before
+    every step with env.rag_top_k (the -RAG ablation)."""
     summaries: list[SummaryRecord] = field(default_factory=list)
     filters: list[FilterRecord] = field(default_factory=list)
     steps: list[StepRecord] = field(default_factory=list)
@@ -238,11 +239,17 @@ class MemoryEnv:
         self.config = resources.config
         self.ltm = resources.ltm
         self.scope = scope
-        self.tools = template_tools(self.config.tool_format)
-        self.context = ShortTermContext(system_prompt(self.config.tool_format, self.config.system_prompt))
+        self.offered = tuple(name for name in TOOL_NAMES if name in self.config.tools)
+        """the tools this episode's agent may call (env.tools, in canonical order)."""
+        self.tools = template_tools(self.config.tool_format, self.offered)
+        prompt = system_prompt(
+            self.config.tool_format, self.config.system_prompt, self.offered, auto_retrieval=self.config.rag_top_k > 0
+        )
+        self.context = ShortTermContext(prompt)
         self.stage = 1
         self.stats = EpisodeStats()
         self._step = 0
+        self._last_rag: tuple[Message, tuple[str, ...]] | None = None
         self._handlers = {
             "Add_memory": self._tool_Add_memory,
             "Update_memory": self._tool_Update_memory,
@@ -274,28 +281,52 @@ class MemoryEnv:
     def context_tokens(self) -> int:
         return self.resources.token_counter.count(self.context.as_chat(), self.tools)
 
-    def introspect(self, text: str, top_k: int) -> RetrievalRecord | None:
+    def introspect(self, text: str, top_k: int, *, source: str = "introspection") -> RetrievalRecord | None:
         """Retrieve the top-k LTM entries for an incoming message and show them to the agent.
 
         The paper's introspective retrieval in Stage 1: before the agent answers a message, what
         it already stored about it is put in context, so it can Update instead of duplicating.
-        Nothing is shown when the scope holds no memories yet.
+        Nothing is shown when the scope holds no memories yet. ``source`` labels the tool message
+        (``introspection``, or ``rag`` for :meth:`rag_retrieve`).
         """
         result = self.ltm.retrieve(text, top_k, scope=self.scope)
         if not (result.ok and result.entries):
             return None
-        payload = {"tool": "Retrieve_memory", "source": "introspection", **result.to_observation()}
-        payload["message"] = f"memories related to the message above ({len(result.entries)})"
-        self.context.append(
-            "tool",
-            json.dumps(payload, ensure_ascii=False),
-            stage=self.stage,
-            kind="introspection",
-            name="Retrieve_memory",
-        )
+        self._show_retrieval(result, source)
         record = self._retrieval_record(text, top_k, result)
         self.stats.introspections.append(record)
         return record
+
+    def rag_retrieve(self) -> RetrievalRecord | None:
+        """The -RAG ablation's step (``env.rag_top_k`` > 0): before the agent's step, show the top-k LTM
+        entries for the latest user message; call it before rendering every prompt.
+
+        The same entries are not shown twice for the same message (a second step on a message sees a new
+        block only when memory changed in between). Nothing happens when rag_top_k is 0, when there is no
+        user message yet, or when the scope holds no memories.
+        """
+        top_k = self.config.rag_top_k
+        latest = next((m for m in reversed(self.context.messages) if m.role == "user" and m.kind != "summary"), None)
+        if not top_k or latest is None:
+            return None
+        result = self.ltm.retrieve(latest.content, top_k, scope=self.scope)
+        if not (result.ok and result.entries):
+            return None
+        shown = (latest, tuple(e.id for e in result.entries))
+        if self._last_rag is not None and self._last_rag[0] is shown[0] and self._last_rag[1] == shown[1]:
+            return None
+        self._last_rag = shown
+        self._show_retrieval(result, "rag")
+        record = self._retrieval_record(latest.content, top_k, result)
+        self.stats.introspections.append(record)
+        return record
+
+    def _show_retrieval(self, result: MemoryResult, source: str) -> None:
+        payload = {"tool": "Retrieve_memory", "source": source, **result.to_observation()}
+        payload["message"] = f"memories related to the message above ({len(result.entries)})"
+        self.context.append(
+            "tool", json.dumps(payload, ensure_ascii=False), stage=self.stage, kind=source, name="Retrieve_memory"
+        )
 
     def step(self, model_text: str) -> StepResult:
         """Parse, run every tool call in order, append results, report whether an answer ended the turn."""
@@ -311,7 +342,7 @@ class MemoryEnv:
         prompt_tokens = self._measure(prompt_tokens)
         if prompt_tokens > self.config.context.max_context_tokens:
             self.stats.overflow_steps.append(self._step)
-        parsed = parse_response(model_text)
+        parsed = parse_response(model_text, self.offered)
         assistant = self.context.append(
             "assistant", model_text if isinstance(model_text, str) else "", stage=self.stage, kind="action"
         )

@@ -185,7 +185,8 @@ def make_call(raw_name: Any, arguments: Any, allowed: tuple[str, ...] = TOOL_NAM
         return ToolCall(str(raw_name), {}, 'the tool call has no "name" string', str(raw_name))
     name = NAME_ALIASES.get(raw_name, raw_name)
     if name not in allowed:
-        return ToolCall(raw_name, {}, f"unknown tool {raw_name!r}; available tools: {', '.join(allowed)}", raw_name)
+        available = f"available tools: {', '.join(allowed)}" if allowed else "no tools are available; answer directly"
+        return ToolCall(raw_name, {}, f"unknown tool {raw_name!r}; {available}", raw_name)
     if arguments is None:
         arguments = {}
     if not isinstance(arguments, dict):

@@ -81,9 +81,10 @@ class Episode:
         env, config = self.env, self.config
         answer, ended_by, error = None, "round_limit", None
         try:
-            # Stage 1: LTM construction.
+            # Stage 1: LTM construction (skipped by the no-memory baseline, rollout.stage1=false).
             env.set_stage(1)
-            for turn, text in enumerate(stage1_messages(self.task, config.stage1_mode, config.paragraphs_per_turn)):
+            facts = stage1_messages(self.task, config.stage1_mode, config.paragraphs_per_turn) if config.stage1 else []
+            for turn, text in enumerate(facts):
                 env.add_user(text, kind="fact")
                 if config.stage1_mode == "turns" and config.introspective_top_k:
                     env.introspect(text, config.introspective_top_k)
@@ -123,6 +124,7 @@ class Episode:
         return None
 
     def _act(self, stage: int, turn: int) -> Generator[GenerationRequest, Completion, StepResult]:
+        self.env.rag_retrieve()  # the -RAG ablation (env.rag_top_k > 0): memories for the latest message
         messages = self.env.prompt_messages()
         prompt_ids = encode_chat(self.setup.tokenizer, messages, self.env.tools)
         self._check_prompt(prompt_ids)

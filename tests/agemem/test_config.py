@@ -124,3 +124,20 @@ def test_optional_string_overrides_are_verbatim_except_null(override, value):
 def test_rollout_sections_are_validated(override, message):
     with pytest.raises(ConfigError, match=re.escape(message)):
         load_config(AgeMemConfig, overrides=[override])
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("env.tools=[Add_memroy]", "unknown tool 'Add_memroy'; did you mean 'Add_memory'?"),
+        ("env.tools=[Add_memory,Add_memory]", "lists a tool twice"),
+        ("env.rag_top_k=21", "env.rag_top_k=21 must be in [0, ltm.max_top_k=20]"),
+        ("eval.variants=[agemem,agemem]", "eval.variants"),
+        ("eval.variants=[rag_only]", "choose one of 'agemem', 'no_memory', 'rag', 'ltm_only'"),
+        ("eval.chunk_size=0", "eval.chunk_size=0 must be >= 1"),
+    ],
+)
+def test_tool_sets_and_evaluation_are_validated(override, message):
+    with pytest.raises(ConfigError) as err:
+        load_config(AgeMemConfig, overrides=[override])
+    assert message in str(err.value)

@@ -306,3 +306,38 @@ def test_tag_soup_never_breaks_the_env(make_env, texts):
         env.step(text)
     assert env.context.messages[0].role == "system" and len(env.stats.steps) == len(texts)
     assert any(m.kind == "question" for m in env.context.messages)
+
+
+def test_a_reduced_tool_set_is_all_the_agent_is_offered(make_env):
+    env = make_env(EnvConfig(tools=["Add_memory", "Retrieve_memory"]))
+    prompt = env.context.system_prompt
+    assert '"name": "Add_memory"' in prompt and '"name": "Retrieve_memory"' in prompt
+    assert "Filter_context" not in prompt and "Summary_context" not in prompt and "Delete_memory" not in prompt
+    env.add_user("Keep the context short.")
+    result = env.step(call("Summary_context", span="all"))
+    obs = observation(result)
+    assert not obs["ok"] and "unknown tool 'Summary_context'" in obs["message"]
+    assert "available tools: Add_memory, Retrieve_memory" in obs["message"] and env.stats.summaries == []
+    bare = make_env(EnvConfig(tools=[]))
+    assert "tool_call" not in bare.context.system_prompt and "<answer>" in bare.context.system_prompt
+    bare.add_user("What is 2 + 2?", question=True)
+    assert "no tools are available" in observation(bare.step(call("Add_memory", content="x")))["message"]
+    assert make_env(EnvConfig(tool_format="native", tools=[])).tools is None
+
+
+def test_rag_retrieval_shows_memories_for_the_latest_message_once_per_change(make_env):
+    env = make_env(EnvConfig(tools=["Add_memory", "Update_memory", "Delete_memory"], rag_top_k=2))
+    assert "retrieved for you" in env.context.system_prompt
+    env.add_user("Paris is the capital of France.")
+    assert env.rag_retrieve() is None  # nothing stored yet
+    env.step(call("Add_memory", content="Paris is the capital of France"))
+    first = env.rag_retrieve()
+    assert first is not None and first.query == "Paris is the capital of France."
+    assert env.rag_retrieve() is None  # the same entries for the same message are not shown again
+    env.add_user("What is the capital of France?", question=True)
+    second = env.rag_retrieve()
+    assert second is not None and second.contents == ["Paris is the capital of France"]
+    shown = tool_messages(env)[-1]
+    assert shown["source"] == "rag" and shown["memories"][0]["content"] == "Paris is the capital of France"
+    assert env.stats.introspections == [first, second] and env.stats.retrievals == []
+    assert make_env().rag_retrieve() is None  # rag_top_k = 0: off

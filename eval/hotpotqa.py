@@ -1,0 +1,446 @@
+"""`agemem eval hotpotqa`: HotpotQA played as AgeMem episodes, scored with the paper's metrics.
+
+Each question is one episode: Stage 1 shows its paragraphs as casual user turns (the agent may build
+LTM), Stage 2 distractors are off unless ``eval.distractors`` is on (as the authors evaluate), Stage 3
+asks the question. Questions are played in chunks of ``eval.chunk_size`` through the batched rollout
+driver, each chunk scored in one judge batch and appended to ``examples.jsonl``; a re-run skips the
+questions already there (resume).
+
+Per question (``examples.jsonl``; scores in [0, 1]):
+
+* ``judge``: the configured judge's score of the answer (rule judge: official token F1, or EM with
+  ``reward.judge.answer_metric=em``); 0 without an answer;
+* ``em``, ``f1``: official HotpotQA exact match and token F1 (``hotpot_evaluate_v1`` normalisation);
+* ``mq``: memory quality, :func:`memory_quality`; None when no Stage 1 was played or the question has no
+  supporting fact;
+* ``stage3_prompt_tokens``, ``stage3_steps``: the prompt tokens of the Stage-3 agent steps and their number;
+* ``tool_calls``: calls per tool and in total (:func:`eval.metrics.tool_calls`).
+
+Per run (``results.json``): J, EM, F1 = 100 · the mean of ``judge``, ``em``, ``f1``; MQ = the mean of
+``mq``; TN = Σ Stage-3 prompt tokens / Σ Stage-3 steps (:func:`eval.metrics.pooled_mean`); TC = the mean
+calls per episode of each tool and in total.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tqdm.auto import tqdm
+
+from agemem.config import EVAL_VARIANTS, AgeMemConfig
+from agemem.configlib import ConfigError, to_dict
+from agemem.encoders import build_encoder
+from agemem.tools import TOOL_NAMES
+from eval import metrics
+from eval.models import Backend, ResolvedModel, default_model, load_backend, resolve_model
+from eval.report import (
+    Column,
+    ExampleLog,
+    Panel,
+    bar_plot,
+    console_table,
+    markdown_table,
+    slug,
+    unique_labels,
+    write_json,
+    write_text,
+)
+from eval.variants import apply_variant
+from rewards.base import AnswerItem, Judge, MemoryItem
+from rewards.build import build_judge
+from rewards.judges import exact_match, f1_score
+from rollouts.build import build_driver, build_resources, distractors_for, load_task_pool
+from rollouts.engines.base import derive_seed
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from agemem.encoders import Encoder
+    from rollouts.records import Trajectory
+    from rollouts.tasks import Task
+
+BENCHMARK = "hotpotqa"
+COLUMNS = (
+    Column("model", "model", "{}"),
+    Column("variant", "variant", "{}"),
+    Column("questions", "n", "{:d}"),
+    Column("J", "J"),
+    Column("EM", "EM"),
+    Column("F1", "F1"),
+    Column("MQ", "MQ", "{:.3f}"),
+    Column("TN", "TN", "{:.0f}"),
+    *(Column(f"TC.{name}", f"TC {name.split('_')[0]}", "{:.2f}") for name in TOOL_NAMES),
+    Column("TC.total", "TC total", "{:.2f}"),
+)
+PANELS = (
+    Panel("answers and memory", ("J", "EM", "F1", "MQ x100"), "score (0-100)", ymax=100.0),
+    Panel("Stage-3 prompt", ("TN",), "tokens per step"),
+    Panel("tool calls per episode", (*(n.split("_")[0] for n in TOOL_NAMES), "total"), "calls"),
+)
+
+
+# --------------------------------------------------------------------------------------------- metrics
+
+
+def memory_quality_items(memory: Sequence[str], facts: Sequence[str]) -> list[MemoryItem]:
+    """One judge item per supporting fact: the whole LTM (entries joined by newlines) against that fact."""
+    content = "\n".join(memory)
+    return [MemoryItem(content, (fact,)) for fact in facts]
+
+
+def memory_quality(fact_scores: Sequence[float]) -> float | None:
+    """MQ of one question: the mean over its supporting facts f of the judge's score of the LTM M against f.
+
+    With the rule judge the score is ``|C(f) ∩ C(M)| / |C(f)|`` (``C``: content words, see
+    :func:`rewards.judges.content_words`), so ``MQ = (1/|F|) Σ_f |C(f) ∩ C(M)| / |C(f)|``: the share of each
+    supporting sentence's content words present anywhere in memory. A model judge is asked, per fact, how
+    much of it the memory carries (0-1). None when the question has no supporting fact.
+    """
+    return sum(fact_scores) / len(fact_scores) if fact_scores else None
+
+
+def answer_scores(trajectory: Trajectory, judge_score: float | None) -> dict[str, float]:
+    """``judge``, ``em`` and ``f1`` of one final answer (all 0 when the agent never answered)."""
+    if trajectory.answer is None:
+        return {"judge": 0.0, "em": 0.0, "f1": 0.0}
+    return {
+        "judge": float(judge_score or 0.0),
+        "em": exact_match(trajectory.answer, trajectory.gold_answer),
+        "f1": f1_score(trajectory.answer, trajectory.gold_answer),
+    }
+
+
+def score_examples(
+    trajectories: Sequence[Trajectory],
+    tasks: dict[str, Task],
+    judge: Judge,
+    offered: Sequence[str],
+    *,
+    stage1_played: bool,
+) -> list[dict[str, Any]]:
+    """One ``examples.jsonl`` record per trajectory; the judge is called once per role for the batch."""
+    answered = [t for t in trajectories if t.answer is not None]
+    answer_items = [AnswerItem(t.question, t.answer or "", t.gold_answer) for t in answered]
+    by_answer = dict(zip((id(t) for t in answered), judge.answer_scores(answer_items)))
+    memories = {id(t): [entry["content"] for entry in t.final_memory] for t in trajectories}
+    facts = {id(t): [f.text for f in tasks[t.task_id].supporting_facts if f.text] for t in trajectories}
+    # an empty memory holds nothing: scored 0 without asking a model judge about an empty note
+    asked = [t for t in trajectories if stage1_played and memories[id(t)]]
+    items = [item for t in asked for item in memory_quality_items(memories[id(t)], facts[id(t)])]
+    fact_scores = iter(judge.memory_scores(items))
+    records = []
+    for trajectory in trajectories:
+        key = id(trajectory)
+        if not stage1_played:
+            mq = None
+        elif memories[key]:
+            mq = memory_quality([next(fact_scores) for _ in facts[key]])
+        else:
+            mq = memory_quality([0.0] * len(facts[key]))
+        scores = answer_scores(trajectory, by_answer.get(key))
+        records.append(example_record(trajectory, scores, mq, facts[key], offered))
+    return records
+
+
+def example_record(
+    trajectory: Trajectory,
+    scores: dict[str, float],
+    mq: float | None,
+    facts: Sequence[str],
+    offered: Sequence[str],
+) -> dict[str, Any]:
+    """What examples.jsonl keeps of one episode: scores, the counts behind TN and TC, memory, transcript."""
+    tokens, steps = metrics.stage_prompt_tokens(trajectory, stage=3)
+    return {
+        "id": trajectory.task_id,
+        "question": trajectory.question,
+        "gold": trajectory.gold_answer,
+        "answer": trajectory.answer,
+        **scores,
+        "mq": mq,
+        "stage3_prompt_tokens": tokens,
+        "stage3_steps": steps,
+        "tool_calls": metrics.tool_calls(trajectory, offered),
+        "ended_by": trajectory.ended_by,
+        "steps": len(trajectory.action_steps),
+        "violations": sum(len(s.violations) for s in trajectory.action_steps),
+        "limit_hits": len(trajectory.limit_hits),
+        "memory": [entry["content"] for entry in trajectory.final_memory],
+        "supporting_facts": list(facts),
+        "transcript": [{"stage": s.stage, "kind": s.kind, "completion": s.completion_text} for s in trajectory.steps],
+    }
+
+
+def aggregate(examples: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The run's metrics from its per-question records (see the module docstring for the formulas)."""
+    return {
+        "questions": len(examples),
+        "J": metrics.percent(e["judge"] for e in examples),
+        "EM": metrics.percent(e["em"] for e in examples),
+        "F1": metrics.percent(e["f1"] for e in examples),
+        "MQ": metrics.mean(e["mq"] for e in examples),
+        "TN": metrics.pooled_mean((e["stage3_prompt_tokens"] for e in examples), (e["stage3_steps"] for e in examples)),
+        "TC": metrics.mean_tool_calls([e["tool_calls"] for e in examples]),
+        "answered": metrics.percent(float(e["answer"] is not None) for e in examples),
+        "ended_by": {
+            reason: sum(e["ended_by"] == reason for e in examples)
+            for reason in sorted({e["ended_by"] for e in examples})
+        },
+    }
+
+
+# --------------------------------------------------------------------------------------------- one run
+
+
+@dataclass
+class LazyBackend:
+    """Loads a model's engine the first time a run needs it (a fully resumed run loads nothing)."""
+
+    resolved: ResolvedModel
+    backend: Backend | None = None
+
+    def get(self) -> Backend:
+        if self.backend is None:
+            self.backend = load_backend(self.resolved)
+        return self.backend
+
+    def release(self) -> None:
+        """Drop the model (before the next one loads: two 7B models need not share a GPU)."""
+        if self.backend is None:
+            return
+        self.backend = None
+        gc.collect()
+        if "torch" in sys.modules and sys.modules["torch"].cuda.is_available():
+            sys.modules["torch"].cuda.empty_cache()
+
+
+@dataclass
+class Shared:
+    """What every run of one ``evaluate_hotpotqa`` call shares, built when first needed: the sentence encoder
+    and the judge (a local judge model is loaded once, not once per model and variant)."""
+
+    config: AgeMemConfig
+    encoder: Encoder | None = None
+    judge: Judge | None = None
+
+    def get_encoder(self) -> Encoder:
+        if self.encoder is None:
+            self.encoder = build_encoder(self.config.env.encoder)
+        return self.encoder
+
+    def get_judge(self) -> Judge:
+        if self.judge is None:
+            self.judge = build_judge(self.config.reward.judge, self.get_encoder())
+        return self.judge
+
+
+def run_identity(config: AgeMemConfig, resolved: ResolvedModel, variant: str) -> dict[str, Any]:
+    """What must not change between a run and its resumption (the number of questions may grow)."""
+    data = config.data
+    judge = config.reward.judge
+    return {
+        "benchmark": BENCHMARK,
+        "model": resolved.spec,
+        "checkpoint": resolved.checkpoint,
+        "variant": variant,
+        "data": {"source": data.source, "split": data.split, "hub_config": data.hub_config},
+        "sampling": to_dict(config.sampling),
+        "stage2": to_dict(config.distractors) if config.distractors.count else None,
+        "judge": {"backend": judge.backend, "model": judge.model, "answer_metric": judge.answer_metric},
+    }
+
+
+def check_identity(path: Path, identity: dict[str, Any]) -> None:
+    """Refuse to resume into a directory that holds another evaluation; record the identity otherwise."""
+    if path.exists():
+        stored = json.loads(path.read_text())
+        changed = [key for key in identity if stored.get(key) != identity[key]]
+        if changed:
+            key = changed[0]
+            raise ConfigError(
+                f"{path.parent} holds another evaluation ({key}: {stored.get(key)!r} there, {identity[key]!r} now); "
+                f"use another --out, or delete {path.parent} to start afresh"
+            )
+    write_json(path, identity)
+
+
+def run_hotpotqa(
+    config: AgeMemConfig,
+    resolved: ResolvedModel,
+    variant: str,
+    out: Path,
+    backend: LazyBackend,
+    shared: Shared,
+    *,
+    label: str | None = None,
+) -> dict[str, Any]:
+    """Evaluate one model under one variant into ``out``; returns the results written to results.json."""
+    config = apply_variant(resolved.config, variant)
+    tasks, pool = load_task_pool(config.data)
+    if not tasks:
+        raise ConfigError(f"data.source={config.data.source!r} gave no questions")
+    out.mkdir(parents=True, exist_ok=True)
+    check_identity(out / "run.json", run_identity(config, resolved, variant))
+    log = ExampleLog(out / "examples.jsonl")
+    finished = log.finished()
+    pending = [t for t in tasks if t.id not in finished]
+    started, judge_calls = time.perf_counter(), None
+    if pending:
+        judge = shared.get_judge()
+        before = dict(getattr(judge, "counters", {}))
+        play(config, variant, pending, pool, tasks, log, backend.get(), shared, desc=label or resolved.label)
+        counters = {key: value - before.get(key, 0) for key, value in getattr(judge, "counters", {}).items()}
+        judge_calls = {"name": judge.name, **counters}
+    examples = [record for record in (log.finished().get(t.id) for t in tasks) if record is not None]
+    results = {
+        "benchmark": BENCHMARK,
+        "model": label or resolved.label,
+        "model_spec": resolved.spec,
+        "variant": variant,
+        **aggregate(examples),
+        "played": len(pending),
+        "resumed": len(tasks) - len(pending),
+        "wall_s": round(time.perf_counter() - started, 3),
+        "judge": judge_calls,
+        "resolved": resolved.describe(),
+        "config": to_dict(config),
+    }
+    write_outputs(out, "results", [results], plot=config.eval.plot)
+    return results
+
+
+def play(
+    config: AgeMemConfig,
+    variant: str,
+    pending: list[Task],
+    pool: list[Task],
+    tasks: list[Task],
+    log: ExampleLog,
+    backend: Backend,
+    shared: Shared,
+    *,
+    desc: str,
+) -> None:
+    """Play ``pending`` in chunks through the driver, score each chunk, append its records to ``log``.
+
+    A chunk samples under ``derive_seed(sampling.seed, variant, position of its first question)``, its own
+    base seed: a resumed run (which restarts at a chunk boundary) samples the remaining chunks as the
+    uninterrupted run would, and variants sharing an engine do not shift each other's samples.
+    """
+    variant_index = EVAL_VARIANTS.index(variant)
+    resources = build_resources(config, backend.tokenizer, shared.get_encoder())
+    driver = build_driver(config, backend.engine, backend.tokenizer, resources, progress=False)
+    judge = shared.get_judge()
+    if config.distractors.count:
+        distractors = distractors_for(config, pending, resources.encoder, pool, progress=config.logging.progress)
+    else:
+        distractors = {t.id: [] for t in pending}
+    position = {t.id: i for i, t in enumerate(tasks)}
+    by_id = {t.id: t for t in tasks}
+    offered = tuple(config.env.tools)
+    size = config.eval.chunk_size
+    bar = tqdm(
+        total=len(tasks), initial=len(tasks) - len(pending), desc=desc, unit="q", disable=not config.logging.progress
+    )
+    try:
+        for start in range(0, len(pending), size):
+            chunk = pending[start : start + size]
+            base = config.sampling.seed
+            seed = None if base is None else derive_seed(base, variant_index, position[chunk[0].id])
+            result = driver.run(chunk, distractors, rollouts_per_task=1, seed=seed)
+            log.append(score_examples(result.trajectories, by_id, judge, offered, stage1_played=config.rollout.stage1))
+            bar.update(len(chunk))
+    finally:
+        bar.close()
+
+
+# --------------------------------------------------------------------------------------------- outputs
+
+
+def plot_values(results: dict[str, Any]) -> dict[str, float | None]:
+    """The numbers :data:`PANELS` draw for one run."""
+    tc = results["TC"]
+    mq = results["MQ"]
+    return {
+        "J": results["J"],
+        "EM": results["EM"],
+        "F1": results["F1"],
+        "MQ x100": None if mq is None else 100.0 * mq,
+        "TN": results["TN"],
+        **{name.split("_")[0]: tc[name] for name in TOOL_NAMES},
+        "total": tc["total"],
+    }
+
+
+def write_outputs(out: Path, stem: str, runs: Sequence[dict[str, Any]], *, plot: bool) -> None:
+    """``<stem>.json`` (one run: its results; several: a list without their configs), ``<stem>.md``, ``<stem>.png``."""
+    write_json(out / f"{stem}.json", runs[0] if len(runs) == 1 else [_without_config(r) for r in runs])
+    title = _title(runs)
+    write_text(out / f"{stem}.md", f"# {title}\n\n" + markdown_table(runs, COLUMNS) + METRICS_NOTE)
+    if plot:
+        labels = [f"{r['model']} ({r['variant']})" for r in runs]
+        bar_plot(out / f"{stem}.png", labels, [plot_values(r) for r in runs], PANELS, title=title)
+
+
+METRICS_NOTE = (
+    "\nJ: judge score x100. EM / F1: official HotpotQA exact match / token F1, x100. MQ: memory quality (0-1), "
+    "the judge's score of the final LTM against each supporting-fact sentence, averaged. TN: prompt tokens per "
+    "Stage-3 step. TC: tool calls per episode.\n"
+)
+
+
+def _without_config(results: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in results.items() if k != "config"}
+
+
+def _title(runs: Sequence[dict[str, Any]]) -> str:
+    counts = {r["questions"] for r in runs}
+    return f"HotpotQA ({counts.pop()} questions)" if len(counts) == 1 else "HotpotQA"
+
+
+def results_table(runs: Sequence[dict[str, Any]]) -> Table:
+    return console_table(_title(runs), runs, COLUMNS)
+
+
+# --------------------------------------------------------------------------------------------- models x variants
+
+
+def evaluate_hotpotqa(
+    config: AgeMemConfig,
+    out: str | Path,
+    *,
+    backends: dict[str, Backend] | None = None,
+    encoder: Encoder | None = None,
+) -> list[dict[str, Any]]:
+    """Evaluate every model of ``eval.models`` (default: the configured policy or endpoint) under every
+    ``eval.variants``.
+
+    One model and one variant write into ``out`` itself; several write one folder per pair
+    (``out/<model>__<variant>/``) and a side-by-side ``out/comparison.{json,md,png}``. ``backends`` maps a
+    model spec to a ready engine and tokenizer (tests, or an engine built elsewhere); other models are
+    loaded once each, when a run first needs them.
+    """
+    out = Path(out)
+    specs = list(config.eval.models) or [default_model(config)]
+    resolved = [resolve_model(spec, config) for spec in specs]
+    labels = unique_labels([r.label for r in resolved])
+    pairs = [(i, variant) for i in range(len(resolved)) for variant in config.eval.variants]
+    single = len(pairs) == 1
+    lazy = [LazyBackend(r, (backends or {}).get(r.spec)) for r in resolved]
+    shared = Shared(config, encoder)
+    runs = []
+    for i, variant in pairs:
+        folder = out if single else out / f"{slug(labels[i])}__{variant}"
+        runs.append(run_hotpotqa(config, resolved[i], variant, folder, lazy[i], shared, label=labels[i]))
+        if variant == config.eval.variants[-1]:
+            lazy[i].release()
+    if not single:
+        write_outputs(out, "comparison", runs, plot=config.eval.plot)
+    return runs

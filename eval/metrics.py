@@ -1,0 +1,63 @@
+"""Benchmark-independent evaluation metrics, as small pure functions of finished trajectories.
+
+Names follow the AgeMem paper: TN (prompt tokens per step of the task stage) and TC (tool calls per
+episode). Answer metrics live with their benchmark (HotpotQA EM / F1 in :mod:`rewards.judges`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+from agemem.tools import TOOL_NAMES
+
+if TYPE_CHECKING:
+    from rollouts.records import Trajectory
+
+
+def tool_calls(trajectory: Trajectory, offered: Sequence[str] = TOOL_NAMES) -> dict[str, int]:
+    """One episode's TC: ``{tool: calls}`` for each of the six tools, plus ``total``.
+
+    A call counts when the agent called a tool it was offered (``offered``), whether its arguments
+    were valid or not; a call to a tool it was not offered is an unknown-tool error and counts 0.
+    ``total = Σ_tool calls``.
+    """
+    counts = dict.fromkeys(TOOL_NAMES, 0)
+    for step in trajectory.action_steps:
+        for call in step.tool_calls:
+            if call["name"] in offered and call["name"] in counts:
+                counts[call["name"]] += 1
+    counts["total"] = sum(counts[name] for name in TOOL_NAMES)
+    return counts
+
+
+def stage_prompt_tokens(trajectory: Trajectory, stage: int = 3) -> tuple[int, int]:
+    """``(Σ prompt tokens, n)`` over the n agent steps of ``stage`` (prompt tokens: what the engine saw,
+    chat template included, counted with the policy's tokenizer)."""
+    steps = [s for s in trajectory.action_steps if s.stage == stage]
+    return sum(s.context_tokens for s in steps), len(steps)
+
+
+def pooled_mean(sums: Iterable[float], counts: Iterable[int]) -> float | None:
+    """``Σ sums / Σ counts``: TN = all Stage-3 prompt tokens / all Stage-3 steps; None when no step."""
+    total, n = sum(sums), sum(counts)
+    return total / n if n else None
+
+
+def mean(values: Iterable[float | None]) -> float | None:
+    """The mean of the values that are not None; None when there are none."""
+    present = [v for v in values if v is not None]
+    return sum(present) / len(present) if present else None
+
+
+def percent(values: Iterable[float | None]) -> float | None:
+    """``100 · mean``: J, EM and F1 are reported in percent."""
+    value = mean(values)
+    return None if value is None else 100.0 * value
+
+
+def mean_tool_calls(per_episode: Sequence[dict[str, int]]) -> dict[str, float]:
+    """TC over a run: the mean over episodes of each tool's calls and of the total."""
+    keys = [*TOOL_NAMES, "total"]
+    n = len(per_episode)
+    return {key: (sum(e.get(key, 0) for e in per_episode) / n if n else 0.0) for key in keys}

@@ -1,0 +1,191 @@
+"""What every evaluation harness writes: a resumable per-item log, JSON results, tables and plots.
+
+Shared by the benchmark harnesses (HotpotQA now, ALFWorld next): nothing here knows a benchmark's
+metrics. A harness names its columns (:class:`Column`) and plot panels (:class:`Panel`) and passes
+plain dicts of results.
+
+* :class:`ExampleLog`: ``examples.jsonl``, one JSON line per finished item, appended as items finish;
+  a re-run reads the finished ids back and plays only the rest (resume). A last line cut short by a
+  killed run is removed before anything is appended.
+* :func:`write_json`: atomic (a reader sees the old file or the new one, never half).
+* :func:`markdown_table` / :func:`console_table`: one row per run, the same columns.
+* :func:`bar_plot`: grouped bars, one panel per metric group, one bar colour per run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agemem.files import atomic_open
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+
+class ExampleLog:
+    """A JSONL file of finished items keyed by ``id_key``; append-only, resumable."""
+
+    def __init__(self, path: str | os.PathLike[str], id_key: str = "id"):
+        self.path = Path(path)
+        self.id_key = id_key
+
+    def finished(self) -> dict[str, dict[str, Any]]:
+        """The records already written, by id (a later line for the same id wins); cuts a torn last line."""
+        if not self.path.exists():
+            return {}
+        drop_torn_tail(self.path)
+        records: dict[str, dict[str, Any]] = {}
+        with self.path.open(encoding="utf-8") as handle:
+            for number, line in enumerate(handle, 1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as err:
+                    raise ValueError(
+                        f"{self.path}:{number} is not valid JSON ({err}); fix or delete that line to resume"
+                    ) from err
+                records[str(record[self.id_key])] = record
+        return records
+
+    def append(self, records: Iterable[dict[str, Any]]) -> None:
+        """Append records, one line each, flushed to disk before returning."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a", encoding="utf-8") as handle:
+            for record in records:
+                handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+
+
+def drop_torn_tail(path: Path) -> None:
+    """Cut a last line that has no newline (its writer was killed mid-line)."""
+    with path.open("rb+") as handle:
+        data = handle.read()
+        if data and not data.endswith(b"\n"):
+            handle.truncate(data.rfind(b"\n") + 1)
+
+
+def write_json(path: str | os.PathLike[str], data: Any) -> None:
+    with atomic_open(path) as handle:
+        json.dump(data, handle, indent=2, ensure_ascii=False)
+        handle.write("\n")
+
+
+def write_text(path: str | os.PathLike[str], text: str) -> None:
+    with atomic_open(path) as handle:
+        handle.write(text)
+
+
+def slug(text: str) -> str:
+    """A file-name-safe form of a label: runs of other characters become one ``_``."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "run"
+
+
+@dataclass(frozen=True)
+class Column:
+    key: str
+    """a key of the results dict; ``a.b`` reads ``results["a"]["b"]``."""
+    header: str
+    fmt: str = "{:.1f}"
+    """format of a number; None values print as an en dash."""
+
+    def cell(self, results: dict[str, Any]) -> str:
+        value: Any = results
+        for part in self.key.split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        if value is None:
+            return "–"
+        return self.fmt.format(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
+
+
+def markdown_table(rows: Sequence[dict[str, Any]], columns: Sequence[Column]) -> str:
+    """A GitHub-markdown table, one row per results dict; text columns left-aligned, numbers right."""
+    header = "| " + " | ".join(c.header for c in columns) + " |"
+    align = "|" + "|".join(":---" if c.fmt == "{}" else "---:" for c in columns) + "|"
+    body = ["| " + " | ".join(c.cell(row).replace("|", "\\|") for c in columns) + " |" for row in rows]
+    return "\n".join([header, align, *body]) + "\n"
+
+
+def console_table(title: str, rows: Sequence[dict[str, Any]], columns: Sequence[Column]) -> Table:
+    """The markdown table transposed for a terminal: one row per metric, one column per run, the run's
+    text columns (``fmt="{}"``, e.g. model and variant) as its header."""
+    from rich.table import Table
+
+    names = [c for c in columns if c.fmt == "{}"]
+    table = Table(title=title, show_header=True)
+    table.add_column("metric")
+    for row in rows:
+        table.add_column("\n".join(c.cell(row) for c in names), justify="right")
+    for column in columns:
+        if column.fmt != "{}":
+            table.add_row(column.header, *(column.cell(row) for row in rows))
+    return table
+
+
+@dataclass(frozen=True)
+class Panel:
+    title: str
+    metrics: Sequence[str]
+    """keys of the values dicts, one bar group each."""
+    ylabel: str = ""
+    ymax: float | None = None
+    """fixed top of the y axis (e.g. 100 for percentages); None: fit the bars."""
+
+
+def bar_plot(
+    path: str | os.PathLike[str],
+    labels: Sequence[str],
+    values: Sequence[dict[str, float | None]],
+    panels: Sequence[Panel],
+    *,
+    title: str = "",
+) -> None:
+    """Grouped bars: in each panel one group per metric and one bar per run (``labels[i]``, ``values[i]``).
+
+    A missing or None value draws no bar. Written with the Agg backend (no display needed).
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    widths = [min(7.0, max(3.0, 0.35 * len(p.metrics) * max(1, len(labels)) + 2.0)) for p in panels]
+    fig, axes = plt.subplots(1, len(panels), figsize=(sum(widths), 4.2), gridspec_kw={"width_ratios": widths})
+    axes = list(axes) if len(panels) > 1 else [axes]
+    bar = 0.8 / max(1, len(labels))
+    for axis, panel in zip(axes, panels):
+        xs = range(len(panel.metrics))
+        for i, (label, row) in enumerate(zip(labels, values)):
+            heights = [row.get(m) for m in panel.metrics]
+            shown = [(x + (i - (len(labels) - 1) / 2) * bar, h) for x, h in zip(xs, heights) if h is not None]
+            axis.bar([x for x, _ in shown], [h for _, h in shown], bar, label=label)
+        axis.set_xticks(list(xs), list(panel.metrics), rotation=30 if len(panel.metrics) > 4 else 0)
+        axis.set(title=panel.title, ylabel=panel.ylabel)
+        axis.set_ylim(0, panel.ymax)
+        axis.grid(axis="y", alpha=0.3)
+    axes[0].legend(fontsize="small")
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def unique_labels(
+    labels: Sequence[str], make: Callable[[str, int], str] = lambda label, n: f"{label}-{n}"
+) -> list[str]:
+    """``labels`` with repeats told apart (``a, a`` → ``a, a-2``)."""
+    seen: dict[str, int] = {}
+    out = []
+    for label in labels:
+        seen[label] = seen.get(label, 0) + 1
+        out.append(label if seen[label] == 1 else make(label, seen[label]))
+    return out

@@ -1,0 +1,48 @@
+"""Evaluation variants: which tools the agent gets and what the episode shows it.
+
+| variant | tools | episode |
+|---|---|---|
+| ``agemem`` | all six | Stage 1 (facts), optional Stage 2 (distractors), Stage 3 (question) |
+| ``no_memory`` | none | the question alone (no Stage 1, no Stage 2) |
+| ``rag`` | Add / Update / Delete | as ``agemem``, and before every agent step the top-k LTM entries for the latest
+  message are shown (the paper's -RAG ablation: STM tools replaced by retrieval-augmented prompting) |
+| ``ltm_only`` | Add / Update / Delete / Retrieve | as ``agemem``, without Summary_context / Filter_context |
+
+Benchmark-independent: a harness applies a variant to its config and plays episodes as usual.
+"""
+
+from __future__ import annotations
+
+import copy
+
+from agemem.config import EVAL_VARIANTS, AgeMemConfig
+from agemem.configlib import ConfigError, validate_tree
+from agemem.tools import LTM_TOOLS, TOOL_NAMES
+
+VARIANT_TOOLS: dict[str, tuple[str, ...]] = {
+    "agemem": TOOL_NAMES,
+    "no_memory": (),
+    "rag": LTM_TOOLS,
+    "ltm_only": (*LTM_TOOLS, "Retrieve_memory"),
+}
+
+
+def apply_variant(config: AgeMemConfig, variant: str) -> AgeMemConfig:
+    """A copy of ``config`` set up for ``variant`` (see the module table).
+
+    Stage 2 is played only when ``eval.distractors`` is on (and never in ``no_memory``); otherwise
+    ``distractors.count`` is set to 0. In ``rag`` the retrieval before every step replaces the Stage-1
+    introspective retrieval (``rollout.introspective_top_k = 0``), so nothing is shown twice.
+    """
+    if variant not in EVAL_VARIANTS:
+        raise ConfigError(f"unknown variant {variant!r}; choose one of {', '.join(EVAL_VARIANTS)}")
+    config = copy.deepcopy(config)
+    config.env.tools = list(VARIANT_TOOLS[variant])
+    config.env.rag_top_k = config.eval.rag_top_k if variant == "rag" else 0
+    if variant == "rag":
+        config.rollout.introspective_top_k = 0
+    config.rollout.stage1 = variant != "no_memory"
+    if not config.eval.distractors or variant == "no_memory":
+        config.distractors.count = 0
+    validate_tree(config)
+    return config
