@@ -70,20 +70,76 @@ def _eval_overrides(args: argparse.Namespace) -> list[str]:
         flags.append(f"eval.models={json.dumps(args.model)}")
     if args.variant:
         flags.append(f"eval.variants={json.dumps(args.variant)}")
-    if args.data is not None:
+    if getattr(args, "data", None) is not None:
         flags.append(f"data.source={args.data}")
+    if getattr(args, "data_dir", None) is not None:
+        flags.append(f"alfworld.data_dir={args.data_dir}")
+    if getattr(args, "split", None) is not None:
+        flags.append(f"alfworld.split={args.split}")
     if args.limit is not None:
-        flags.append(f"data.limit={args.limit}")
+        flags.append(f"{'alfworld' if args.benchmark == 'alfworld' else 'data'}.limit={args.limit}")
     return [*args.overrides, *flags]
 
 
-def _cmd_eval(args: argparse.Namespace) -> int:
+def _stream_overrides(args: argparse.Namespace) -> list[str]:
+    """`eval stream` flags as dotted overrides, applied after the user's (a flag wins). ``--capacity`` alone bounds
+    the bank with Xiong et al.'s capacity mode (retention=utility)."""
+    flags = [f"eval.models={json.dumps(args.model)}"] if args.model else []
+    if args.data is not None:
+        flags.append(f"data.source={args.data}")
+    if args.data_dir is not None:
+        flags.append(f"alfworld.data_dir={args.data_dir}")
+    if args.split is not None:
+        flags.append(f"alfworld.split={args.split}")
+    for flag, key in (("task", "task"), ("addition", "addition"), ("deletion", "deletion"), ("order", "order")):
+        if getattr(args, flag) is not None:
+            flags.append(f"stream.{key}={getattr(args, flag)}")
+    for flag in ("retention", "retrieval", "capacity", "limit", "replay_of"):
+        if getattr(args, flag) is not None:
+            flags.append(f"stream.{flag}={getattr(args, flag)}")
+    if args.capacity is not None and args.retention is None:
+        flags.append("stream.retention=utility")
+    return [*args.overrides, *flags]
+
+
+def _cmd_eval_stream(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from eval.hotpotqa import evaluate_hotpotqa, results_table
+    from eval.stream.evaluate import evaluate_stream, results_table, tune_retention
+
+    config = load_config(AgeMemConfig, args.config, _stream_overrides(args))
+    console = Console()
+    if args.tune_retention:
+        report = tune_retention(config, args.out)
+        console.print(f"CEM objective {report['objective']:.4f}; weights: {args.out}/retention_weights.json")
+        return 0
+    if args.sweep:
+        from eval.stream.sweep import load_sweep, run_sweep
+
+        runs = run_sweep(config, load_sweep(args.sweep), args.out)
+        files = ["comparison.json", "comparison.md", "comparison.png"]
+    else:
+        runs = [evaluate_stream(config, args.out)]
+        files = ["results.json", "results.md", "stream.png", "steps.jsonl"]
+    console.print(results_table(f"stream: {runs[0]['task']}", runs))
+    console.print(f"results: {', '.join(f'{args.out}/{name}' for name in files)}", soft_wrap=True)
+    return 0
+
+
+def _cmd_eval(args: argparse.Namespace) -> int:
+    if args.benchmark == "stream":
+        return _cmd_eval_stream(args)
+    from rich.console import Console
+
+    if args.benchmark == "alfworld":
+        from eval.alfworld import evaluate_alfworld as evaluate
+        from eval.alfworld import results_table
+    else:
+        from eval.hotpotqa import evaluate_hotpotqa as evaluate
+        from eval.hotpotqa import results_table
 
     config = load_config(AgeMemConfig, args.config, _eval_overrides(args))
-    runs = evaluate_hotpotqa(config, args.out)
+    runs = evaluate(config, args.out)
     console = Console()
     console.print(results_table(runs))
     stem = "results" if len(runs) == 1 else "comparison"
@@ -157,6 +213,53 @@ def build_parser() -> argparse.ArgumentParser:
         "--variant", action="append", choices=EVAL_VARIANTS, help="tool variant; repeat for several (default: agemem)"
     )
     hotpotqa.add_argument("--limit", type=int, metavar="N", help="evaluate the first N questions (data.limit)")
+    alfworld = benchmarks.add_parser(
+        "alfworld", help="ALFWorld games with environment commands and the memory tools: SR per task type, steps, TC"
+    )
+    _add_config_arguments(alfworld)
+    alfworld.add_argument(
+        "--model", action="append", metavar="M", help="the model, in any --model form of eval hotpotqa; repeatable"
+    )
+    alfworld.add_argument(
+        "--data-dir",
+        metavar="D",
+        help="folder holding json_2.1.1/<split>/ (alfworld.data_dir; default: $ALFWORLD_DATA, else ~/.cache/alfworld)",
+    )
+    alfworld.add_argument("--split", choices=["valid_seen", "valid_unseen"], help="games to play (alfworld.split)")
+    alfworld.add_argument("--out", default="runs/eval/alfworld", metavar="DIR", help="output directory (resumable)")
+    alfworld.add_argument(
+        "--variant", action="append", choices=EVAL_VARIANTS, help="tool variant; repeat for several (default: agemem)"
+    )
+    alfworld.add_argument("--limit", type=int, metavar="N", help="play the first N games (alfworld.limit)")
+    stream = benchmarks.add_parser(
+        "stream",
+        help="a long stream of tasks with an experience memory: memory addition, deletion and bounded retention",
+    )
+    _add_config_arguments(stream)
+    stream.add_argument("--task", choices=["hotpotqa", "alfworld", "synthetic"], help="the stream (stream.task)")
+    stream.add_argument("--model", action="append", metavar="M", help="the model, in any --model form of eval hotpotqa")
+    stream.add_argument("--data", metavar="PATH", help="HotpotQA JSON file, datasets directory or hub id (data.source)")
+    stream.add_argument("--data-dir", metavar="DIR", help="ALFWorld games folder (alfworld.data_dir)")
+    stream.add_argument("--split", choices=["valid_seen", "valid_unseen"], help="ALFWorld split (alfworld.split)")
+    stream.add_argument(
+        "--addition", choices=["fixed", "add_all", "coarse", "strict", "policy"], help="stream.addition"
+    )
+    stream.add_argument("--deletion", choices=["none", "periodic", "history", "combined"], help="stream.deletion")
+    stream.add_argument(
+        "--retention",
+        choices=["none", "utility", "fifo", "lru", "lfu", "random", "ebbinghaus", "linear"],
+        help="bounded-bank eviction policy (stream.retention)",
+    )
+    stream.add_argument("--capacity", type=int, metavar="N", help="bank size bound; alone: retention=utility")
+    stream.add_argument("--retrieval", choices=["similar", "recent", "none"], help="stream.retrieval")
+    stream.add_argument("--order", choices=["given", "shuffled", "shift"], help="task order (stream.order)")
+    stream.add_argument("--limit", type=int, metavar="N", help="tasks in the stream (stream.limit)")
+    stream.add_argument("--replay-of", metavar="DIR", help="error-free replay of a finished run (stream.replay_of)")
+    stream.add_argument("--sweep", metavar="FILE", help="run the strategies of a sweep file (configs/sweeps/)")
+    stream.add_argument(
+        "--tune-retention", action="store_true", help="CEM search of the linear retention weights on this stream"
+    )
+    stream.add_argument("--out", default="runs/eval/stream", metavar="DIR", help="output directory (resumable)")
     handlers["eval"] = _cmd_eval
 
     config = commands.add_parser("config", help="print the resolved configuration as YAML")

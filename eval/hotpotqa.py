@@ -23,9 +23,6 @@ calls per episode of each tool and in total.
 
 from __future__ import annotations
 
-import gc
-import json
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -39,19 +36,8 @@ from agemem.configlib import ConfigError, to_dict
 from agemem.encoders import build_encoder
 from agemem.tools import TOOL_NAMES
 from eval import metrics
-from eval.models import Backend, ResolvedModel, default_model, load_backend, resolve_model
-from eval.report import (
-    Column,
-    ExampleLog,
-    Panel,
-    bar_plot,
-    console_table,
-    markdown_table,
-    slug,
-    unique_labels,
-    write_json,
-    write_text,
-)
+from eval.models import Backend, LazyBackend, ResolvedModel, evaluate_models
+from eval.report import Column, ExampleLog, Panel, check_identity, console_table, write_results
 from eval.variants import apply_variant
 from rewards.base import AnswerItem, Judge, MemoryItem
 from rewards.build import build_judge
@@ -200,28 +186,6 @@ def aggregate(examples: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 
 @dataclass
-class LazyBackend:
-    """Loads a model's engine the first time a run needs it (a fully resumed run loads nothing)."""
-
-    resolved: ResolvedModel
-    backend: Backend | None = None
-
-    def get(self) -> Backend:
-        if self.backend is None:
-            self.backend = load_backend(self.resolved)
-        return self.backend
-
-    def release(self) -> None:
-        """Drop the model (before the next one loads: two 7B models need not share a GPU)."""
-        if self.backend is None:
-            return
-        self.backend = None
-        gc.collect()
-        if "torch" in sys.modules and sys.modules["torch"].cuda.is_available():
-            sys.modules["torch"].cuda.empty_cache()
-
-
-@dataclass
 class Shared:
     """What every run of one ``evaluate_hotpotqa`` call shares, built when first needed: the sentence encoder
     and the judge (a local judge model is loaded once, not once per model and variant)."""
@@ -255,20 +219,6 @@ def run_identity(config: AgeMemConfig, resolved: ResolvedModel, variant: str) ->
         "stage2": to_dict(config.distractors) if config.distractors.count else None,
         "judge": {"backend": judge.backend, "model": judge.model, "answer_metric": judge.answer_metric},
     }
-
-
-def check_identity(path: Path, identity: dict[str, Any]) -> None:
-    """Refuse to resume into a directory that holds another evaluation; record the identity otherwise."""
-    if path.exists():
-        stored = json.loads(path.read_text())
-        changed = [key for key in identity if stored.get(key) != identity[key]]
-        if changed:
-            key = changed[0]
-            raise ConfigError(
-                f"{path.parent} holds another evaluation ({key}: {stored.get(key)!r} there, {identity[key]!r} now); "
-                f"use another --out, or delete {path.parent} to start afresh"
-            )
-    write_json(path, identity)
 
 
 def run_hotpotqa(
@@ -381,12 +331,17 @@ def plot_values(results: dict[str, Any]) -> dict[str, float | None]:
 
 def write_outputs(out: Path, stem: str, runs: Sequence[dict[str, Any]], *, plot: bool) -> None:
     """``<stem>.json`` (one run: its results; several: a list without their configs), ``<stem>.md``, ``<stem>.png``."""
-    write_json(out / f"{stem}.json", runs[0] if len(runs) == 1 else [_without_config(r) for r in runs])
-    title = _title(runs)
-    write_text(out / f"{stem}.md", f"# {title}\n\n" + markdown_table(runs, COLUMNS) + METRICS_NOTE)
-    if plot:
-        labels = [f"{r['model']} ({r['variant']})" for r in runs]
-        bar_plot(out / f"{stem}.png", labels, [plot_values(r) for r in runs], PANELS, title=title)
+    write_results(
+        out,
+        stem,
+        runs,
+        title=_title(runs),
+        columns=COLUMNS,
+        note=METRICS_NOTE,
+        panels=PANELS,
+        plot_values=plot_values,
+        plot=plot,
+    )
 
 
 METRICS_NOTE = (
@@ -394,10 +349,6 @@ METRICS_NOTE = (
     "the judge's score of the final LTM against each supporting-fact sentence, averaged. TN: prompt tokens per "
     "Stage-3 step. TC: tool calls per episode.\n"
 )
-
-
-def _without_config(results: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in results.items() if k != "config"}
 
 
 def _title(runs: Sequence[dict[str, Any]]) -> str:
@@ -427,20 +378,12 @@ def evaluate_hotpotqa(
     model spec to a ready engine and tokenizer (tests, or an engine built elsewhere); other models are
     loaded once each, when a run first needs them.
     """
-    out = Path(out)
-    specs = list(config.eval.models) or [default_model(config)]
-    resolved = [resolve_model(spec, config) for spec in specs]
-    labels = unique_labels([r.label for r in resolved])
-    pairs = [(i, variant) for i in range(len(resolved)) for variant in config.eval.variants]
-    single = len(pairs) == 1
-    lazy = [LazyBackend(r, (backends or {}).get(r.spec)) for r in resolved]
     shared = Shared(config, encoder)
-    runs = []
-    for i, variant in pairs:
-        folder = out if single else out / f"{slug(labels[i])}__{variant}"
-        runs.append(run_hotpotqa(config, resolved[i], variant, folder, lazy[i], shared, label=labels[i]))
-        if variant == config.eval.variants[-1]:
-            lazy[i].release()
-    if not single:
-        write_outputs(out, "comparison", runs, plot=config.eval.plot)
-    return runs
+
+    def run_one(resolved: ResolvedModel, variant: str, folder: Path, backend: LazyBackend, label: str) -> dict:
+        return run_hotpotqa(config, resolved, variant, folder, backend, shared, label=label)
+
+    def comparison(folder: Path, runs: list[dict[str, Any]]) -> None:
+        write_outputs(folder, "comparison", runs, plot=config.eval.plot)
+
+    return evaluate_models(config, out, run_one, comparison, backends=backends)

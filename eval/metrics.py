@@ -1,7 +1,9 @@
 """Benchmark-independent evaluation metrics, as small pure functions of finished trajectories.
 
 Names follow the AgeMem paper: TN (prompt tokens per step of the task stage) and TC (tool calls per
-episode). Answer metrics live with their benchmark (HotpotQA EM / F1 in :mod:`rewards.judges`).
+episode). Answer metrics live with their benchmark (HotpotQA EM / F1 in :mod:`rewards.judges`, ALFWorld
+success in :mod:`eval.alfworld`). The step-level forms (:func:`count_tool_calls`, :func:`prompt_tokens`)
+serve episodes that are not three-stage trajectories (ALFWorld games).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import TYPE_CHECKING
 from agemem.tools import TOOL_NAMES
 
 if TYPE_CHECKING:
-    from rollouts.records import Trajectory
+    from rollouts.records import Step, Trajectory
 
 
 def tool_calls(trajectory: Trajectory, offered: Sequence[str] = TOOL_NAMES) -> dict[str, int]:
@@ -22,8 +24,15 @@ def tool_calls(trajectory: Trajectory, offered: Sequence[str] = TOOL_NAMES) -> d
     were valid or not; a call to a tool it was not offered is an unknown-tool error and counts 0.
     ``total = Σ_tool calls``.
     """
+    return count_tool_calls(trajectory.action_steps, offered)
+
+
+def count_tool_calls(steps: Iterable[Step], offered: Sequence[str] = TOOL_NAMES) -> dict[str, int]:
+    """:func:`tool_calls` over any agent steps (``kind == "action"``): ``{tool: calls}`` and ``total``."""
     counts = dict.fromkeys(TOOL_NAMES, 0)
-    for step in trajectory.action_steps:
+    for step in steps:
+        if step.kind != "action":
+            continue
         for call in step.tool_calls:
             if call["name"] in offered and call["name"] in counts:
                 counts[call["name"]] += 1
@@ -34,8 +43,13 @@ def tool_calls(trajectory: Trajectory, offered: Sequence[str] = TOOL_NAMES) -> d
 def stage_prompt_tokens(trajectory: Trajectory, stage: int = 3) -> tuple[int, int]:
     """``(Σ prompt tokens, n)`` over the n agent steps of ``stage`` (prompt tokens: what the engine saw,
     chat template included, counted with the policy's tokenizer)."""
-    steps = [s for s in trajectory.action_steps if s.stage == stage]
-    return sum(s.context_tokens for s in steps), len(steps)
+    return prompt_tokens(trajectory.action_steps, stage)
+
+
+def prompt_tokens(steps: Iterable[Step], stage: int | None = None) -> tuple[int, int]:
+    """``(Σ prompt tokens, n)`` over the n agent steps (``kind == "action"``) of ``stage`` (None: every stage)."""
+    chosen = [s for s in steps if s.kind == "action" and (stage is None or s.stage == stage)]
+    return sum(s.context_tokens for s in chosen), len(chosen)
 
 
 def pooled_mean(sums: Iterable[float], counts: Iterable[int]) -> float | None:
@@ -51,9 +65,18 @@ def mean(values: Iterable[float | None]) -> float | None:
 
 
 def percent(values: Iterable[float | None]) -> float | None:
-    """``100 · mean``: J, EM and F1 are reported in percent."""
+    """``100 · mean``: J, EM, F1 and ALFWorld's SR are reported in percent."""
     value = mean(values)
     return None if value is None else 100.0 * value
+
+
+def percent_by(pairs: Iterable[tuple[str, float]], groups: Sequence[str]) -> dict[str, float | None]:
+    """``{group: 100 · mean of its values}`` for ``(group, value)`` pairs (ALFWorld SR per task type); a group
+    without values is None."""
+    values: dict[str, list[float]] = {group: [] for group in groups}
+    for group, value in pairs:
+        values.setdefault(group, []).append(value)
+    return {group: percent(values[group]) for group in values}
 
 
 def mean_tool_calls(per_episode: Sequence[dict[str, int]]) -> dict[str, float]:

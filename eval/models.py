@@ -20,14 +20,18 @@ always come from the evaluation config.
 from __future__ import annotations
 
 import copy
+import gc
 import json
 import re
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from agemem.config import AgeMemConfig, PolicyConfig
 from agemem.configlib import ConfigError, validate_tree
+from eval.report import slug, unique_labels
 from rollouts.policy import TINY_POLICY
 from train.checkpoint import latest_checkpoint
 
@@ -243,3 +247,63 @@ def load_backend(resolved: ResolvedModel) -> Backend:
     if sync is not None and resolved.adapter is not None:
         sync()
     return Backend(engine, tokenizer)
+
+
+@dataclass
+class LazyBackend:
+    """Loads a model's engine the first time a run needs it (a fully resumed run loads nothing)."""
+
+    resolved: ResolvedModel
+    backend: Backend | None = None
+
+    def get(self) -> Backend:
+        if self.backend is None:
+            self.backend = load_backend(self.resolved)
+        return self.backend
+
+    def release(self) -> None:
+        """Drop the model (before the next one loads: two 7B models need not share a GPU)."""
+        if self.backend is None:
+            return
+        self.backend = None
+        gc.collect()
+        if "torch" in sys.modules and sys.modules["torch"].cuda.is_available():
+            sys.modules["torch"].cuda.empty_cache()
+
+
+RunOne = Callable[[ResolvedModel, str, Path, LazyBackend, str], dict[str, Any]]
+"""``(model, variant, output folder, its backend, its label) -> results``: one benchmark run."""
+
+
+def evaluate_models(
+    config: AgeMemConfig,
+    out: str | Path,
+    run_one: RunOne,
+    write_comparison: Callable[[Path, list[dict[str, Any]]], None],
+    *,
+    backends: dict[str, Backend] | None = None,
+) -> list[dict[str, Any]]:
+    """Run ``run_one`` for every model of ``eval.models`` (default: the configured policy or endpoint) under every
+    ``eval.variants``, the benchmark-independent part of ``agemem eval``.
+
+    One model and one variant write into ``out`` itself; several write one folder per pair
+    (``out/<model>__<variant>/``) and then ``write_comparison(out, runs)``. ``backends`` maps a model spec to a
+    ready engine and tokenizer (tests, or an engine built elsewhere); other models are loaded once each, when a run
+    first needs them, and released after their last variant.
+    """
+    out = Path(out)
+    specs = list(config.eval.models) or [default_model(config)]
+    resolved = [resolve_model(spec, config) for spec in specs]
+    labels = unique_labels([r.label for r in resolved])
+    pairs = [(i, variant) for i in range(len(resolved)) for variant in config.eval.variants]
+    single = len(pairs) == 1
+    lazy = [LazyBackend(r, (backends or {}).get(r.spec)) for r in resolved]
+    runs = []
+    for i, variant in pairs:
+        folder = out if single else out / f"{slug(labels[i])}__{variant}"
+        runs.append(run_one(resolved[i], variant, folder, lazy[i], labels[i]))
+        if variant == config.eval.variants[-1]:
+            lazy[i].release()
+    if not single:
+        write_comparison(out, runs)
+    return runs

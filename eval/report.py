@@ -1,13 +1,15 @@
 """What every evaluation harness writes: a resumable per-item log, JSON results, tables and plots.
 
-Shared by the benchmark harnesses (HotpotQA now, ALFWorld next): nothing here knows a benchmark's
-metrics. A harness names its columns (:class:`Column`) and plot panels (:class:`Panel`) and passes
-plain dicts of results.
+Shared by the benchmark harnesses (HotpotQA, ALFWorld): nothing here knows a benchmark's metrics. A
+harness names its columns (:class:`Column`) and plot panels (:class:`Panel`) and passes plain dicts of
+results.
 
 * :class:`ExampleLog`: ``examples.jsonl``, one JSON line per finished item, appended as items finish;
   a re-run reads the finished ids back and plays only the rest (resume). A last line cut short by a
   killed run is removed before anything is appended.
+* :func:`check_identity`: ``run.json``, what a run is; resuming into a folder of another run is refused.
 * :func:`write_json`: atomic (a reader sees the old file or the new one, never half).
+* :func:`write_results`: a harness's ``<stem>.json``, ``<stem>.md`` and ``<stem>.png`` for one run or several.
 * :func:`markdown_table` / :func:`console_table`: one row per run, the same columns.
 * :func:`bar_plot`: grouped bars, one panel per metric group, one bar colour per run.
 """
@@ -22,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agemem.configlib import ConfigError
 from agemem.files import atomic_open
 
 if TYPE_CHECKING:
@@ -63,6 +66,15 @@ class ExampleLog:
             handle.flush()
             os.fsync(handle.fileno())
 
+    def keep(self, ids: Iterable[str]) -> None:
+        """Rewrite the log (atomically) with only the records of ``ids``, in that order: a resumed run that must
+        replay some finished items drops their records first."""
+        records = self.finished()
+        with atomic_open(self.path) as handle:
+            for key in ids:
+                if key in records:
+                    handle.write(json.dumps(records[key], ensure_ascii=False) + "\n")
+
 
 def drop_torn_tail(path: Path) -> None:
     """Cut a last line that has no newline (its writer was killed mid-line)."""
@@ -81,6 +93,20 @@ def write_json(path: str | os.PathLike[str], data: Any) -> None:
 def write_text(path: str | os.PathLike[str], text: str) -> None:
     with atomic_open(path) as handle:
         handle.write(text)
+
+
+def check_identity(path: Path, identity: dict[str, Any]) -> None:
+    """Refuse to resume into a directory that holds another evaluation; record the identity otherwise."""
+    if path.exists():
+        stored = json.loads(path.read_text())
+        changed = [key for key in identity if stored.get(key) != identity[key]]
+        if changed:
+            key = changed[0]
+            raise ConfigError(
+                f"{path.parent} holds another evaluation ({key}: {stored.get(key)!r} there, {identity[key]!r} now); "
+                f"use another --out, or delete {path.parent} to start afresh"
+            )
+    write_json(path, identity)
 
 
 def slug(text: str) -> str:
@@ -189,3 +215,29 @@ def unique_labels(
         seen[label] = seen.get(label, 0) + 1
         out.append(label if seen[label] == 1 else make(label, seen[label]))
     return out
+
+
+def without_config(results: dict[str, Any]) -> dict[str, Any]:
+    """A run's results without its full config (the comparison file lists several runs)."""
+    return {k: v for k, v in results.items() if k != "config"}
+
+
+def write_results(
+    out: Path,
+    stem: str,
+    runs: Sequence[dict[str, Any]],
+    *,
+    title: str,
+    columns: Sequence[Column],
+    note: str,
+    panels: Sequence[Panel],
+    plot_values: Callable[[dict[str, Any]], dict[str, float | None]],
+    plot: bool,
+) -> None:
+    """``<stem>.json`` (one run: its results; several: a list without their configs), ``<stem>.md`` (``title``,
+    the table, ``note``) and, with ``plot``, ``<stem>.png`` (one bar colour per run, labelled model (variant))."""
+    write_json(out / f"{stem}.json", runs[0] if len(runs) == 1 else [without_config(r) for r in runs])
+    write_text(out / f"{stem}.md", f"# {title}\n\n" + markdown_table(runs, columns) + note)
+    if plot:
+        labels = [f"{r['model']} ({r['variant']})" for r in runs]
+        bar_plot(out / f"{stem}.png", labels, [plot_values(r) for r in runs], panels, title=title)

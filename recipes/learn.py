@@ -5,7 +5,8 @@ For each run seed, top to bottom:
 1. tokenizer   — a byte-level BPE trained on synthetic-task text and the tool protocol;
 2. demonstrate — a scripted, imperfect expert plays the SFT tasks (it stores facts, retrieves and
                  avoids distractors only some of the time);
-3. warm start  — a small random Qwen2 model imitates the demonstrations (TRL SFTTrainer);
+3. warm start  — a small random Qwen2 model learns to copy (random-token copy task), then imitates
+                 the demonstrations with copy sequences mixed in (TRL SFTTrainer);
 4. evaluate    — the warm start plays the held-out tasks;
 5. GRPO        — step-wise GRPO from the warm start (this project's trainer, the config's reward);
 6. evaluate    — the GRPO policy plays the same held-out tasks with the same sampling seeds;
@@ -192,6 +193,7 @@ def _stage_warm_start(
     from transformers import Qwen2ForCausalLM
 
     from rollouts.policy import tiny_qwen2_config
+    from train.copy_task import CopySettings, induction_warmup
     from train.sft import SFTSettings, supervised_warm_start
 
     if (directory / "config.json").exists():
@@ -202,15 +204,20 @@ def _stage_warm_start(
     model.config.eos_token_id = model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.config.pad_token_id = model.generation_config.pad_token_id = tokenizer.pad_token_id
     learn_cfg = config.learn
+    metrics: dict[str, Any] = {}
+    if learn_cfg.copy_steps:  # a random model first learns to copy; imitation alone never got there on a CPU
+        copying = CopySettings(learn_cfg.copy_steps, learn_cfg.copy_learning_rate, seed=seed, progress=progress)
+        metrics.update(induction_warmup(model, tokenizer, copying))
     settings = SFTSettings(
         epochs=learn_cfg.sft_epochs,
         learning_rate=learn_cfg.sft_learning_rate,
         batch_size=learn_cfg.sft_batch_size,
         seed=seed,
+        copy_share=learn_cfg.sft_copy_share,
         progress=progress,
     )
     staging = directory.with_name(directory.name + ".tmp")
-    metrics = supervised_warm_start(model, tokenizer, demos, settings, staging)
+    metrics.update(supervised_warm_start(model, tokenizer, demos, settings, staging))
     (staging / "sft_metrics.json").write_text(json.dumps(metrics, indent=2))
     staging.replace(directory)
     return directory

@@ -34,7 +34,7 @@ def tiny_qwen2_config(config: PolicyConfig, vocab_size: int):
         num_key_value_heads=max(1, config.tiny_heads // 2),
         max_position_embeddings=32_768,
         tie_word_embeddings=True,
-        rope_theta=1_000_000.0,
+        rope_theta=config.tiny_rope_theta,
     )
 
 

@@ -35,9 +35,9 @@ class SFTSettings:
     """share of the steps spent warming up."""
     seed: int = 0
     """data order and dropout seed."""
-    whole_sequence: bool = False
-    """also train on prompt tokens (language-model the demonstrations): prompts repeat names and facts,
-    which teaches a small random model to copy, the skill every tool call and answer needs."""
+    copy_share: float = 0.0
+    """copy-task rows mixed in per demonstration row (:func:`train.copy_task.copy_rows`): a small model that
+    learned to copy in a copy warm-up keeps the skill, and stretches it to the demonstrations' distances."""
     progress: bool = True
     """show TRL's progress bar."""
 
@@ -70,6 +70,9 @@ def supervised_warm_start(
     from trl import SFTConfig, SFTTrainer
 
     dataset = demonstration_dataset(trajectories)
+    demonstration_rows = len(dataset)
+    if settings.copy_share > 0:
+        dataset = with_copy_rows(dataset, tokenizer, settings)
     output = Path(output_dir)
     args = SFTConfig(
         output_dir=str(output / "trl"),
@@ -80,7 +83,7 @@ def supervised_warm_start(
         warmup_steps=settings.warmup,
         weight_decay=0.0,
         max_length=None,  # demonstrations are complete sequences; truncating one would cut its answer off
-        completion_only_loss=not settings.whole_sequence,
+        completion_only_loss=True,
         train_sampling_strategy="group_by_length",  # similar lengths per batch: less padding on a CPU
         save_strategy="no",
         report_to="none",
@@ -98,7 +101,24 @@ def supervised_warm_start(
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.save_pretrained(output)
     tokenizer.save_pretrained(output)
-    metrics["sequences"] = len(dataset)
-    metrics["completion_tokens"] = sum(sum(mask) for mask in dataset["completion_mask"])
-    metrics["tokens"] = sum(len(ids) for ids in dataset["input_ids"])
+    metrics["sequences"] = demonstration_rows
+    metrics["copy_sequences"] = len(dataset) - demonstration_rows
+    metrics["completion_tokens"] = sum(sum(mask) for mask in dataset["completion_mask"][:demonstration_rows])
+    metrics["tokens"] = sum(len(ids) for ids in dataset["input_ids"][:demonstration_rows])
     return metrics
+
+
+def with_copy_rows(dataset: Dataset, tokenizer: PreTrainedTokenizerBase, settings: SFTSettings) -> Dataset:
+    """``dataset`` plus ``round(copy_share x len(dataset))`` copy sequences as long as its rows (the trainer
+    shuffles them together, so every epoch keeps practising copying)."""
+    from datasets import Dataset, concatenate_datasets
+
+    from train.copy_task import copy_rows
+
+    lengths = [len(ids) for ids in dataset["input_ids"]]
+    count = round(settings.copy_share * len(dataset))
+    if count == 0:
+        return dataset
+    shortest = max(16, min(lengths))  # room for two spans of 8 tokens
+    rows = copy_rows(tokenizer, count, lengths=(shortest, max(shortest, max(lengths))), seed=settings.seed)
+    return concatenate_datasets([dataset, Dataset.from_dict(rows)])

@@ -18,6 +18,7 @@ FAST = [
     "learn.tokenizer_tasks=60",
     "learn.vocab_size=400",
     "learn.sft_epochs=1",
+    "learn.copy_steps=4",
     "max_steps=2",
     "train.tasks_per_step=2",
     "rollout.rollouts_per_task=2",
@@ -47,6 +48,8 @@ def test_every_stage_leaves_its_output(learned):
     assert report["seeds"] == [0] and report["reward_mode"] == "composite"
     assert set(report["before"]) == set(report["after"])
     assert (learned / "learning.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    sft = json.loads((seed / "warm_start" / "sft_metrics.json").read_text())
+    assert sft["copy_steps"] == 4 and sft["copy_sequences"] == sft["sequences"] // 2  # sft_copy_share 0.5
 
 
 def test_grpo_changed_the_warm_start_weights(learned):

@@ -57,3 +57,17 @@ def test_warm_start_learns_the_demonstrations_and_saves_a_loadable_model(demonst
 def test_no_completion_tokens_is_a_clear_error():
     with pytest.raises(ValueError, match="nothing to imitate"):
         demonstration_dataset([])
+
+
+def test_copy_rows_are_mixed_in_per_demonstration_row(demonstrations):
+    from train.sft import with_copy_rows
+
+    tokenizer, trajectories = demonstrations
+    dataset = demonstration_dataset(trajectories)  # 12 rows
+    mixed = with_copy_rows(dataset, tokenizer, SFTSettings(copy_share=0.5, seed=1))
+    assert len(mixed) == 12 + 6
+    assert mixed[:12] == dataset[:12]  # the demonstrations are untouched, the copy rows come after
+    shortest, longest = min(map(len, dataset["input_ids"])), max(map(len, dataset["input_ids"]))
+    assert all(shortest <= len(ids) <= longest for ids in mixed["input_ids"][12:])
+    assert all(sum(mask) >= 7 for mask in mixed["completion_mask"][12:])  # a repeat of >= 8 tokens, first unmasked
+    assert with_copy_rows(dataset, tokenizer, SFTSettings(copy_share=0.01)) is dataset  # rounds to no row

@@ -1,0 +1,711 @@
+"""`agemem eval alfworld`: ALFWorld games played by a memory agent, scored by success rate.
+
+One game is one episode (:class:`GameEpisode`). The game's first observation, with the task ("Your task is
+to: …"), arrives as the protected task message; the agent acts with ``<answer>COMMAND</answer>``, which is sent
+to the game, and may call the memory tools between commands (the game waits). After every command the next
+observation arrives with the admissible commands. A command that is not admissible changes nothing and costs
+the step (the agent is told so); a step whose ``alfworld.max_replies_per_step`` replies all went to tools or
+format errors passes without a command. At most ``alfworld.max_env_steps`` (50) steps per game. When the game
+is over the agent is told whether it won and gets ``alfworld.debrief_replies`` replies to store what worked.
+
+Long-term memory is one scope for the whole run: what the agent stores in one game is there in the next.
+Games are played ``eval.chunk_size`` at a time side by side (one engine call per tick for every pending
+reply, :func:`play_batch`), sharing the memory as it is written; after each chunk the memory is saved
+(``memory/after_N.npz``) and then the chunk's records appended to ``examples.jsonl``, so a re-run resumes
+after the last finished chunk with the memory exactly as it was (resume). Short-term memory is the game's own
+context, which grows with every step: the context tools manage it.
+
+Per game (``examples.jsonl``): ``won``; ``steps`` (environment steps taken: commands, inadmissible ones and
+steps without a command); ``invalid``, ``no_action``; ``replies`` (agent replies, the debrief included) and
+their ``prompt_tokens``; ``tool_calls`` per tool and in total; memory operations; the transcript.
+
+Per run (``results.json``): SR = 100 · the share of games won, overall and per task type (``SR_type``);
+``steps`` = mean environment steps per game (all games; ``steps_won``: the games won); ``invalid`` and
+``no_action`` per game; TN = Σ prompt tokens / Σ agent replies; TC = mean calls per game of each tool and in
+total; ``memory``: long-term memory entries at the end.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import time
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tqdm.auto import tqdm
+
+from agemem.chat import end_of_turn_ids
+from agemem.config import EVAL_VARIANTS, AgeMemConfig
+from agemem.configlib import ConfigError, to_dict
+from agemem.encoders import build_encoder
+from agemem.env import EpisodeStats, MemoryEnv
+from agemem.ltm import SnapshotError
+from agemem.tools import TOOL_NAMES
+from eval import metrics
+from eval.alfworld_games import TASK_LABELS, TASK_TYPES, Game, GameState, TextGame, discover_games, task_text
+from eval.models import Backend, LazyBackend, ResolvedModel, evaluate_models
+from eval.report import Column, ExampleLog, Panel, check_identity, console_table, write_json, write_results
+from eval.variants import apply_variant
+from rollouts.build import build_resources, sampling_params
+from rollouts.engines.base import Completion, Engine, SamplingParams, derive_seed
+from rollouts.episode import Episode, EpisodeSetup, GenerationRequest, _EpisodeOverError
+from rollouts.records import Step
+from rollouts.tasks import Task
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from agemem.config import AlfworldConfig
+    from agemem.encoders import Encoder
+    from agemem.ltm import LongTermMemory
+
+BENCHMARK = "alfworld"
+MEMORY_SCOPE = "alfworld"
+"""the one long-term memory scope of a run: every game reads and writes it."""
+COLUMNS = (
+    Column("model", "model", "{}"),
+    Column("variant", "variant", "{}"),
+    Column("games", "n", "{:d}"),
+    Column("SR", "SR"),
+    *(Column(f"SR_type.{task_type}", TASK_LABELS[task_type]) for task_type in TASK_TYPES),
+    Column("steps", "steps"),
+    Column("steps_won", "steps won"),
+    Column("invalid", "invalid", "{:.2f}"),
+    Column("TN", "TN", "{:.0f}"),
+    *(Column(f"TC.{name}", f"TC {name.split('_')[0]}", "{:.2f}") for name in TOOL_NAMES),
+    Column("TC.total", "TC total", "{:.2f}"),
+)
+PANELS = (
+    Panel("success rate", ("all", *(TASK_LABELS[t] for t in TASK_TYPES)), "% of games won", ymax=100.0),
+    Panel("environment steps per game", ("all games", "games won"), "steps"),
+    Panel("tool calls per game", (*(n.split("_")[0] for n in TOOL_NAMES), "total"), "calls"),
+)
+METRICS_NOTE = (
+    "\nSR: games won, % (overall and per task type: pick = pick_and_place_simple, look = look_at_obj_in_light, "
+    "clean / heat / cool = pick_<x>_then_place_in_recep, pick2 = pick_two_obj_and_place). steps: environment steps "
+    "per game (all games; steps won: the games won). invalid: inadmissible commands per game. TN: prompt tokens per "
+    "agent reply. TC: tool calls per game.\n"
+)
+
+
+# --------------------------------------------------------------------------------------------- the prompt
+
+
+def game_system_prompt(
+    tools: Sequence[str],
+    tool_format: str,
+    *,
+    max_env_steps: int,
+    auto_retrieval: bool = False,
+    show_admissible: bool = True,
+    debrief: bool = True,
+) -> str:
+    """The system message of an ALFWorld game for an agent offered ``tools``: the game, the memory it has, and
+    the reply format (``{tools}`` marks where the schemas go in ``agemem`` tool format)."""
+    listed = " and the commands that are admissible now" if show_admissible else ""
+    paragraphs = [
+        "You are an agent in a text-based household game (ALFWorld). Each game gives you a task, such as "
+        '"put a clean mug in coffeemachine". You act by sending one game command at a time; the game replies with '
+        f"what you observe{listed}. You have at most {max_env_steps} commands per game; a command that is not "
+        "admissible does nothing and still counts."
+    ]
+    uses = {
+        "Add_memory": "save what may help in later games (where things were, which commands solved a task) with "
+        "Add_memory",
+        "Update_memory": "correct entries with Update_memory",
+        "Delete_memory": "remove wrong or stale ones with Delete_memory",
+        "Retrieve_memory": "bring relevant ones back into view with Retrieve_memory, for example at the start of a "
+        "game",
+    }
+    ltm = [use for name, use in uses.items() if name in tools]
+    if ltm or auto_retrieval:
+        text = "Long-term memory is a store that outlives each game: it persists across the games of this session."
+        if ltm:
+            listing = ltm[0] if len(ltm) == 1 else ", ".join(ltm[:-1]) + ", and " + ltm[-1]
+            text += " " + listing[0].upper() + listing[1:] + "."
+        if auto_retrieval:
+            text += (
+                " Before each of your replies, the memories most related to the latest message are retrieved for "
+                "you and shown as a tool message."
+            )
+        paragraphs.append(text)
+    stm = [
+        use
+        for name, use in (
+            ("Summary_context", "compress them with Summary_context"),
+            ("Filter_context", "remove them with Filter_context"),
+        )
+        if name in tools
+    ]
+    if stm:
+        paragraphs.append(
+            "Short-term memory is this conversation, and it grows with every step. When it fills up with "
+            f"observations you no longer need, {' or '.join(stm)}. The system message and the task are never removed."
+        )
+    command = "<answer>one game command, e.g. go to countertop 1</answer>"
+    if tools:
+        reply = (
+            "Each reply has this shape:\n<think>your private reasoning</think>\nfollowed by exactly one of\n"
+            '<tool_call>[{"name": "<tool name>", "arguments": {...}}, ...]</tool_call>\n'
+            "to use tools (their results come back in the next message; the game waits), or\n"
+            f"{command}\nto act in the game. Never put a tool call and a command in the same reply, and write "
+            "nothing outside the tags."
+        )
+        if debrief and "Add_memory" in tools:
+            reply += (
+                " When the game is over you are told whether you completed the task; store what you learned, then "
+                "reply with <answer>done</answer>."
+            )
+    else:
+        reply = f"Each reply has this shape:\n<think>your private reasoning</think>\n{command}\n"
+        reply += "Write nothing outside the tags."
+    paragraphs.append(reply)
+    prompt = "\n\n".join(paragraphs)
+    if not tools:
+        return prompt
+    if tool_format == "agemem":
+        return prompt + "\n\nAvailable tools (JSON schemas):\n{tools}"
+    return prompt + "\n\nYour tools are listed below. You may put each call in its own <tool_call> block."
+
+
+def game_config(config: AgeMemConfig, variant: str) -> AgeMemConfig:
+    """``config`` set up for ``variant`` (its tools and retrieval, :func:`eval.variants.apply_variant`) with the
+    ALFWorld system prompt, unless ``env.system_prompt`` names one already."""
+    config = apply_variant(config, variant)
+    if not config.env.system_prompt:
+        settings = config.alfworld
+        config.env.system_prompt = game_system_prompt(
+            config.env.tools,
+            config.env.tool_format,
+            max_env_steps=settings.max_env_steps,
+            auto_retrieval=config.env.rag_top_k > 0,
+            show_admissible=settings.show_admissible,
+            debrief=settings.debrief_replies > 0,
+        )
+    return config
+
+
+# --------------------------------------------------------------------------------------------- one game
+
+
+_SPACES = re.compile(r"\s+")
+
+
+def normalize_command(text: str) -> str:
+    """The command an ``<answer>`` names: lower case, single spaces, without quotes, a leading ``>`` or a final
+    full stop (``"Go to Desk 1."`` → ``go to desk 1``)."""
+    command = _SPACES.sub(" ", text).strip().strip("\"'`").strip()
+    return command.removeprefix(">").strip().rstrip(".!").strip().lower()
+
+
+@dataclass
+class GameResult:
+    """What one game did (the per-game record is :func:`example_record`)."""
+
+    game: Game
+    task: str
+    """the "Your task is to: …" sentence."""
+    won: bool
+    env_steps: int
+    invalid: int
+    """inadmissible commands sent (each cost a step)."""
+    no_action: int
+    """steps whose replies all went to tools or format errors."""
+    ended_by: str
+    """won, step_limit, prompt_too_long, engine_error or env_error."""
+    steps: list[Step]
+    """every LLM call, in order (agent replies and policy-written summaries)."""
+    stats: EpisodeStats
+    transcript: list[dict[str, Any]] = field(default_factory=list)
+    """one entry per environment step: the command (None when none was given), whether it was admissible, and
+    what the game said."""
+    error: str | None = None
+
+
+class _GameError(Exception):
+    """The game engine failed (ends the game as env_error; the run goes on)."""
+
+
+class GameEpisode(Episode):
+    """One ALFWorld game as a generator of generation requests (the driver protocol of
+    :class:`rollouts.episode.Episode`, whose reply, summary and prompt-cap handling it reuses):
+    ``result = yield from GameEpisode(...).play()``."""
+
+    def __init__(
+        self,
+        game: Game,
+        env: MemoryEnv,
+        setup: EpisodeSetup,
+        settings: AlfworldConfig,
+        open_game: Callable[[Game], TextGame] = TextGame,
+    ):
+        task = Task(game.id, "", "", [], [], {"benchmark": BENCHMARK, "task_type": game.task_type})
+        super().__init__(task, [], env, setup, rollout_index=0)
+        self.game = game
+        self.settings = settings
+        self.open_game = open_game
+        self.transcript: list[dict[str, Any]] = []
+
+    def play(self) -> Generator[GenerationRequest, Completion, GameResult]:  # type: ignore[override]
+        env, settings = self.env, self.settings
+        env.set_stage(3)  # a game is all task stage: TN and the step records count it as Stage 3
+        won, steps, invalid, idle, ended_by, error = False, 0, 0, 0, "step_limit", None
+        world: TextGame | None = None
+        try:
+            world = self._world(lambda: self.open_game(self.game))
+            state = self._world(world.reset)
+            self.task.question = task_text(state.observation)
+            env.add_user(self._with_commands(state.observation, state), question=True)
+            said = state.observation
+            while steps < settings.max_env_steps and not won:
+                command = yield from self._command(turn=steps)
+                steps += 1
+                header = f"[step {steps}/{settings.max_env_steps}]"
+                admissible = False
+                if command is None:
+                    idle += 1
+                    said = (
+                        f"No command in {settings.max_replies_per_step} replies: the step passed without an action. "
+                        "Act with <answer>command</answer>."
+                    )
+                elif command not in state.admissible:
+                    invalid += 1
+                    said = f'Nothing happens: "{command}" is not an admissible command; write one exactly as listed.'
+                else:
+                    state = self._world(lambda command=command: world.step(command))  # type: ignore[union-attr]
+                    won, said, admissible = state.won, state.observation, True
+                self.transcript.append({"command": command, "admissible": admissible, "observation": said})
+                if not won and steps < settings.max_env_steps:
+                    env.add_user(self._with_commands(f"{header} {said}", state), kind="observation")
+            ended_by = "won" if won else "step_limit"
+            if settings.debrief_replies and "Add_memory" in env.offered:
+                try:
+                    yield from self._debrief(won, steps, said)
+                except _EpisodeOverError as over:  # the game is decided; the debrief just stops
+                    error = f"debrief: {over.error}"
+        except _EpisodeOverError as over:
+            ended_by, error = over.reason, over.error
+        except _GameError as failure:
+            ended_by, error = "env_error", str(failure)
+        finally:
+            if world is not None:
+                world.close()
+        return GameResult(
+            self.game,
+            self.task.question,
+            won,
+            steps,
+            invalid,
+            idle,
+            ended_by,
+            self.steps,
+            env.stats,
+            self.transcript,
+            error,
+        )
+
+    def _command(self, turn: int) -> Generator[GenerationRequest, Completion, str | None]:
+        """Agent replies until one gives a command (``<answer>``), at most ``max_replies_per_step``."""
+        for _ in range(self.settings.max_replies_per_step):
+            result = yield from self._act(3, turn)
+            if result.done:
+                return normalize_command(result.answer or "")
+        self.limit_hits.append({"stage": 3, "turn": turn, "limit": "turn"})
+        return None
+
+    def _debrief(self, won: bool, steps: int, said: str) -> Generator[GenerationRequest, Completion, None]:
+        """Tell the agent how the game ended and let it store what worked (its ``<answer>`` ends the game)."""
+        task = self.task.question
+        outcome = (
+            f'You completed the task "{task}" in {steps} steps.'
+            if won
+            else f'The task "{task}" was not completed within {self.settings.max_env_steps} steps.'
+        )
+        self.env.add_user(
+            f"{said}\n\nThe game is over. {outcome} Store what may help in later games with your memory tools, then "
+            "reply with <answer>done</answer>.",
+            kind="debrief",
+        )
+        for _ in range(self.settings.debrief_replies):
+            result = yield from self._act(3, steps)
+            if result.done:
+                return
+
+    def _with_commands(self, text: str, state: GameState) -> str:
+        if not self.settings.show_admissible:
+            return text
+        return f"{text}\n\nAdmissible commands: {', '.join(state.admissible)}"
+
+    def _world(self, call: Callable[[], Any]) -> Any:
+        try:
+            return call()
+        except Exception as err:  # a broken game file or engine ends this game, not the run
+            raise _GameError(f"{self.game.id}: {type(err).__name__}: {err}") from err
+
+
+# --------------------------------------------------------------------------------------------- batching
+
+
+GameRun = Generator[GenerationRequest, Completion, GameResult]
+
+
+def play_batch(
+    runs: Sequence[GameRun],
+    engine: Engine,
+    sampling: SamplingParams,
+    on_finish: Callable[[GameResult], None] | None = None,
+) -> list[GameResult]:
+    """Play the games side by side: each tick, one engine call for the pending request of every live game (as
+    :class:`rollouts.driver.RolloutDriver` does for three-stage episodes). Results in the order of ``runs``."""
+    results: list[GameResult | None] = [None] * len(runs)
+    live: list[tuple[int, GameRun, GenerationRequest]] = []
+
+    def finish(index: int, result: GameResult) -> None:
+        results[index] = result
+        if on_finish is not None:
+            on_finish(result)
+
+    try:
+        for index, run in enumerate(runs):
+            try:
+                live.append((index, run, next(run)))
+            except StopIteration as done:
+                finish(index, done.value)
+        while live:
+            requests = [request for _, _, request in live]
+            completions = engine.generate(
+                [r.prompt_ids for r in requests], sampling, messages=[r.messages for r in requests]
+            )
+            if len(completions) != len(requests):
+                raise RuntimeError(
+                    f"engine {engine.name!r} returned {len(completions)} completions for {len(requests)} prompts"
+                )
+            still_live = []
+            for (index, run, _), completion in zip(live, completions):
+                try:
+                    still_live.append((index, run, run.send(completion)))
+                except StopIteration as done:
+                    finish(index, done.value)
+            live = still_live
+    finally:
+        for _, run, _ in live:  # interrupted: close the games still open
+            run.close()
+    return [result for result in results if result is not None]
+
+
+# --------------------------------------------------------------------------------------------- metrics
+
+
+def example_record(result: GameResult, offered: Sequence[str]) -> dict[str, Any]:
+    """What examples.jsonl keeps of one game: outcome, steps, the counts behind TN and TC, memory, transcript."""
+    stats = result.stats
+    tokens, replies = metrics.prompt_tokens(result.steps)
+    return {
+        "id": result.game.id,
+        "task_type": result.game.task_type,
+        "task": result.task,
+        "won": result.won,
+        "steps": result.env_steps,
+        "invalid": result.invalid,
+        "no_action": result.no_action,
+        "replies": replies,
+        "prompt_tokens": tokens,
+        "tool_calls": metrics.count_tool_calls(result.steps, offered),
+        "ended_by": result.ended_by,
+        "error": result.error,
+        "violations": len(stats.violations),
+        "max_context_tokens": stats.max_context_tokens,
+        "overflow": stats.overflow,
+        "memory_ops": [
+            {"op": op.op, "ok": op.ok, "memory_id": op.memory_id, "content": op.content} for op in stats.memory_ops
+        ],
+        "retrievals": len(stats.retrievals),
+        "summaries": len(stats.summaries),
+        "filters": len(stats.filters),
+        "transcript": result.transcript,
+        "completions": [{"turn": s.turn, "kind": s.kind, "completion": s.completion_text} for s in result.steps],
+    }
+
+
+def aggregate(examples: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The run's metrics from its per-game records (see the module docstring for the formulas)."""
+    won = [float(e["won"]) for e in examples]
+    return {
+        "games": len(examples),
+        "SR": metrics.percent(won),
+        "SR_type": metrics.percent_by(((e["task_type"], float(e["won"])) for e in examples), TASK_TYPES),
+        "games_type": {t: sum(e["task_type"] == t for e in examples) for t in TASK_TYPES},
+        "steps": metrics.mean(e["steps"] for e in examples),
+        "steps_won": metrics.mean(e["steps"] for e in examples if e["won"]),
+        "invalid": metrics.mean(e["invalid"] for e in examples),
+        "no_action": metrics.mean(e["no_action"] for e in examples),
+        "replies": metrics.mean(e["replies"] for e in examples),
+        "TN": metrics.pooled_mean((e["prompt_tokens"] for e in examples), (e["replies"] for e in examples)),
+        "TC": metrics.mean_tool_calls([e["tool_calls"] for e in examples]),
+        "ended_by": {
+            reason: sum(e["ended_by"] == reason for e in examples)
+            for reason in sorted({e["ended_by"] for e in examples})
+        },
+    }
+
+
+# --------------------------------------------------------------------------------------------- resume
+
+
+def snapshot_path(out: Path, games_done: int) -> Path:
+    """The long-term memory as it was after the first ``games_done`` games of the run."""
+    return out / "memory" / f"after_{games_done:06d}.npz"
+
+
+def snapshots(out: Path) -> dict[int, Path]:
+    found = {}
+    for path in (out / "memory").glob("after_*.npz"):
+        digits = path.stem.removeprefix("after_")
+        if digits.isdigit():
+            found[int(digits)] = path
+    return found
+
+
+def resume_point(out: Path, log: ExampleLog, games: Sequence[Game], ltm: LongTermMemory) -> int:
+    """How many of ``games`` (a prefix) are done, with the long-term memory restored to the state after them.
+
+    The memory is saved after each chunk before the chunk's records are appended: records beyond the newest
+    snapshot (a run killed between the two) are dropped and those games replayed; a snapshot beyond the records
+    (killed before the append) is removed.
+    """
+    finished = log.finished()
+    order = [g.id for g in games]
+    done = 0
+    while done < len(order) and order[done] in finished:
+        done += 1
+    if done == len(order):
+        return done
+    stray = [key for key in order[done:] if key in finished]
+    if stray:
+        raise ConfigError(
+            f"{log.path} holds game {stray[0]!r} but not every game before it in this split's order (the games on "
+            f"disk changed since that run); use another --out, or delete {out} to start afresh"
+        )
+    saved = snapshots(out)
+    start = max((n for n in saved if n <= done), default=0)
+    if start < done:
+        log.keep(order[:start])
+    for n, path in saved.items():
+        if n > start:
+            path.unlink()
+    ltm.clear(scope=MEMORY_SCOPE)
+    if start:
+        try:
+            ltm.restore(saved[start])
+        except SnapshotError as err:
+            raise ConfigError(f"{err}; delete {out} to start afresh") from err
+    return start
+
+
+# --------------------------------------------------------------------------------------------- one run
+
+
+def run_identity(config: AgeMemConfig, resolved: ResolvedModel, variant: str) -> dict[str, Any]:
+    """What must not change between a run and its resumption (the number of games may grow)."""
+    settings = config.alfworld
+    return {
+        "benchmark": BENCHMARK,
+        "model": resolved.spec,
+        "checkpoint": resolved.checkpoint,
+        "variant": variant,
+        "split": settings.split,
+        "sampling": to_dict(config.sampling),
+        "episode": {
+            "max_env_steps": settings.max_env_steps,
+            "max_replies_per_step": settings.max_replies_per_step,
+            "debrief_replies": settings.debrief_replies,
+            "show_admissible": settings.show_admissible,
+            "tool_format": config.env.tool_format,
+            "system_prompt": config.env.system_prompt,
+        },
+        "encoder": config.env.encoder.model,
+    }
+
+
+def load_games(config: AgeMemConfig) -> list[Game]:
+    """The games of ``alfworld.split`` (round-robin over task types), the first ``alfworld.limit`` of them."""
+    settings = config.alfworld
+    games = discover_games(settings.data_dir, settings.split)
+    return games[: settings.limit] if settings.limit else games
+
+
+def run_alfworld(
+    config: AgeMemConfig,
+    resolved: ResolvedModel,
+    variant: str,
+    out: Path,
+    backend: LazyBackend,
+    encoder: Callable[[], Encoder],
+    *,
+    label: str | None = None,
+    games: Sequence[Game] | None = None,
+) -> dict[str, Any]:
+    """Evaluate one model under one variant into ``out``; returns the results written to results.json."""
+    config = game_config(resolved.config, variant)
+    games = list(games if games is not None else load_games(config))
+    out.mkdir(parents=True, exist_ok=True)
+    check_identity(out / "run.json", run_identity(config, resolved, variant))
+    log = ExampleLog(out / "examples.jsonl")
+    started = time.perf_counter()
+    played = 0
+    if any(g.id not in log.finished() for g in games):
+        played = play(config, variant, games, out, log, backend.get(), encoder(), desc=label or resolved.label)
+    finished = log.finished()
+    examples = [finished[g.id] for g in games if g.id in finished]
+    memory_file = out / "memory.json"
+    results = {
+        "benchmark": BENCHMARK,
+        "model": label or resolved.label,
+        "model_spec": resolved.spec,
+        "variant": variant,
+        "split": config.alfworld.split,
+        **aggregate(examples),
+        "memory": len(json.loads(memory_file.read_text(encoding="utf-8"))) if memory_file.exists() else 0,
+        "played": played,
+        "resumed": len(games) - played,
+        "wall_s": round(time.perf_counter() - started, 3),
+        "resolved": resolved.describe(),
+        "config": to_dict(config),
+    }
+    write_outputs(out, "results", [results], plot=config.eval.plot)
+    return results
+
+
+def play(
+    config: AgeMemConfig,
+    variant: str,
+    games: Sequence[Game],
+    out: Path,
+    log: ExampleLog,
+    backend: Backend,
+    encoder: Encoder,
+    *,
+    desc: str,
+) -> int:
+    """Play the games not yet done in chunks of ``eval.chunk_size``, saving memory and records after each chunk;
+    returns how many games were played.
+
+    A chunk samples under ``derive_seed(sampling.seed, variant, position of its first game)``, its own base seed:
+    a resumed run (which restarts at a chunk boundary) samples as the uninterrupted run would.
+    """
+    resources = build_resources(config, backend.tokenizer, encoder)
+    start = resume_point(out, log, games, resources.ltm)
+    pending = list(games[start:])
+    stop_ids = end_of_turn_ids(backend.tokenizer)
+    sampling = sampling_params(config.sampling, stop_ids)
+    policy_summaries = config.env.summarizer.backend == "policy"
+    setup = EpisodeSetup(backend.tokenizer, tuple(stop_ids), config.rollout, policy_summaries)
+    offered = tuple(config.env.tools)
+    variant_index = EVAL_VARIANTS.index(variant)
+    size = config.eval.chunk_size
+    bar = tqdm(total=len(games), initial=start, desc=desc, unit="game", disable=not config.logging.progress)
+    previous = start
+    try:
+        for begin in range(0, len(pending), size):
+            chunk = pending[begin : begin + size]
+            position = start + begin
+            base = config.sampling.seed
+            seed = sampling.seed if base is None else derive_seed(base, variant_index, position)
+            chunk_sampling = dataclasses.replace(sampling, seed=seed)
+            runs = [
+                GameEpisode(game, MemoryEnv(resources, scope=MEMORY_SCOPE), setup, config.alfworld).play()
+                for game in chunk
+            ]
+            results = play_batch(runs, backend.engine, chunk_sampling, on_finish=lambda _: bar.update(1))
+            done = position + len(chunk)
+            resources.ltm.save(snapshot_path(out, done))  # the commit point: memory first, then the records
+            write_json(out / "memory.json", [e.to_json() for e in resources.ltm.entries(scope=MEMORY_SCOPE)])
+            log.append(example_record(result, offered) for result in results)
+            for n, path in snapshots(out).items():
+                if n < previous:
+                    path.unlink()
+            previous = done
+    finally:
+        bar.close()
+    return len(pending)
+
+
+# --------------------------------------------------------------------------------------------- outputs
+
+
+def plot_values(results: dict[str, Any]) -> dict[str, float | None]:
+    """The numbers :data:`PANELS` draw for one run."""
+    tc = results["TC"]
+    return {
+        "all": results["SR"],
+        **{TASK_LABELS[t]: results["SR_type"][t] for t in TASK_TYPES},
+        "all games": results["steps"],
+        "games won": results["steps_won"],
+        **{name.split("_")[0]: tc[name] for name in TOOL_NAMES},
+        "total": tc["total"],
+    }
+
+
+def _title(runs: Sequence[dict[str, Any]]) -> str:
+    counts = {(r["split"], r["games"]) for r in runs}
+    if len(counts) == 1:
+        split, games = counts.pop()
+        return f"ALFWorld {split} ({games} games)"
+    return "ALFWorld"
+
+
+def write_outputs(out: Path, stem: str, runs: Sequence[dict[str, Any]], *, plot: bool) -> None:
+    """``<stem>.json`` (one run: its results; several: a list without their configs), ``<stem>.md``, ``<stem>.png``."""
+    write_results(
+        out,
+        stem,
+        runs,
+        title=_title(runs),
+        columns=COLUMNS,
+        note=METRICS_NOTE,
+        panels=PANELS,
+        plot_values=plot_values,
+        plot=plot,
+    )
+
+
+def results_table(runs: Sequence[dict[str, Any]]) -> Table:
+    return console_table(_title(runs), runs, COLUMNS)
+
+
+# --------------------------------------------------------------------------------------------- models x variants
+
+
+def evaluate_alfworld(
+    config: AgeMemConfig,
+    out: str | Path,
+    *,
+    backends: dict[str, Backend] | None = None,
+    encoder: Encoder | None = None,
+) -> list[dict[str, Any]]:
+    """Evaluate every model of ``eval.models`` (default: the configured policy or endpoint) under every
+    ``eval.variants`` on the games of ``alfworld.split``.
+
+    One model and one variant write into ``out`` itself; several write one folder per pair
+    (``out/<model>__<variant>/``) and a side-by-side ``out/comparison.{json,md,png}``. ``backends`` maps a model
+    spec to a ready engine and tokenizer; other models are loaded once each, when a run first needs them.
+    """
+    games = load_games(config)  # a missing data folder fails here, before any model loads
+    shared: dict[str, Encoder] = {} if encoder is None else {"encoder": encoder}
+
+    def get_encoder() -> Encoder:
+        if "encoder" not in shared:
+            shared["encoder"] = build_encoder(config.env.encoder)
+        return shared["encoder"]
+
+    def run_one(resolved: ResolvedModel, variant: str, folder: Path, backend: LazyBackend, label: str) -> dict:
+        return run_alfworld(config, resolved, variant, folder, backend, get_encoder, label=label, games=games)
+
+    def comparison(folder: Path, runs: list[dict[str, Any]]) -> None:
+        write_outputs(folder, "comparison", runs, plot=config.eval.plot)
+
+    return evaluate_models(config, out, run_one, comparison, backends=backends)

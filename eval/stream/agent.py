@@ -1,0 +1,225 @@
+"""The agent side of a stream: a chat model over the project's engines, the demonstrations in its prompt, the
+response protocol, and the memory tools of the ``policy`` addition.
+
+* :class:`EngineChat`: chat messages → one completion through any :class:`~rollouts.engines.base.Engine`
+  (transformers, vLLM, OpenAI-compatible), prompts rendered with the policy's chat template. A stream is
+  strictly sequential (task t's memory decides what task t+1 sees), so tasks run one at a time.
+* :func:`render_demonstrations`: the retrieved records as in-context demonstrations, each with its memory id.
+* :class:`Dialogue`: replies parsed with :func:`agemem.protocol.parse_response`; tool calls run, their results
+  appended as tool messages; malformed output gets the environment's format feedback, never an exception.
+* :class:`BankTools`: ``Add_memory`` / ``Delete_memory`` executed on the stream's bank: how a trained AgeMem
+  checkpoint manages the experience memory itself.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from agemem.chat import encode_chat, end_of_turn_ids
+from agemem.env import FORMAT_HINT
+from agemem.protocol import BAD_ARGUMENTS, UNKNOWN_TOOL, ParsedResponse, parse_response
+from agemem.tools import ToolCall
+from eval.stream.bank import MemoryBank, Record
+from eval.stream.base import Demonstration
+from rollouts.engines.base import Engine, SamplingParams, derive_seed
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+MEMORY_TOOLS = ("Add_memory", "Delete_memory")
+"""the tools of the policy addition."""
+
+
+@dataclass
+class ChatReply:
+    text: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    error: str | None = None
+    """the engine failed for this request (the reply text is then empty)."""
+
+
+class ChatModel(Protocol):
+    def __call__(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, seed: int | None
+    ) -> ChatReply: ...
+
+
+class EngineChat:
+    """One chat completion per call on ``engine``, sampled as ``sampling`` says with the call's own seed."""
+
+    def __init__(self, engine: Engine, tokenizer: PreTrainedTokenizerBase, sampling: SamplingParams):
+        self.engine = engine
+        self.tokenizer = tokenizer
+        stop = tuple(sampling.stop_token_ids or end_of_turn_ids(tokenizer))
+        self.sampling = dataclasses.replace(sampling, stop_token_ids=stop)
+
+    def __call__(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, seed: int | None
+    ) -> ChatReply:
+        prompt_ids = encode_chat(self.tokenizer, messages, tools)
+        sampling = dataclasses.replace(self.sampling, seed=seed)
+        snapshot = [dict(message) for message in messages]  # the dialogue goes on appending to its own list
+        (completion,) = self.engine.generate([prompt_ids], sampling, messages=[snapshot])
+        if completion.finish_reason == "error":
+            return ChatReply("", len(prompt_ids), 0, completion.error or "the engine returned an error")
+        if completion.text is not None:  # chat endpoints: their own text is the truth
+            text = completion.text
+        else:
+            ids = list(completion.token_ids)
+            if ids and ids[-1] in self.sampling.stop_token_ids:
+                ids = ids[:-1]
+            text = self.tokenizer.decode(ids)
+        return ChatReply(text, len(prompt_ids), len(completion.token_ids))
+
+
+# --------------------------------------------------------------------------------------------- prompts
+
+DEMONSTRATIONS_HEADER = (
+    "Records of past tasks similar to this one, from your long-term memory (most relevant first). "
+    "Use them when they help; they may contain mistakes."
+)
+
+
+def render_demonstrations(demos: Sequence[Demonstration]) -> str:
+    """The demonstrations block of a task prompt (empty without demonstrations)."""
+    if not demos:
+        return ""
+    blocks = [
+        f"[{i}] memory_id: {d.record_id} (similarity {d.similarity:.2f})\nTask: {d.query}\nExecution: {d.execution}"
+        for i, d in enumerate(demos, 1)
+    ]
+    return DEMONSTRATIONS_HEADER + "\n\n" + "\n\n".join(blocks)
+
+
+def task_message(prompt: str, demos: Sequence[Demonstration]) -> str:
+    """The user message of a task: the demonstrations, then the task."""
+    shown = render_demonstrations(demos)
+    return f"{shown}\n\nNow your task.\n{prompt}" if shown else prompt
+
+
+def memory_turn_message(execution: str, outcome: str | None = None) -> str:
+    """The policy addition's memory turn, after the task: what the agent did, and the tools to keep or drop it."""
+    observed = f"\n{outcome}" if outcome else ""
+    return (
+        f"The task is over. Your execution was:\n{execution}{observed}\n\n"
+        "Decide what your long-term memory should keep for later tasks. If this experience will help with similar "
+        "tasks, store it with Add_memory: its content is what a later similar task will be shown as this task's "
+        "execution. Remove records shown above that are wrong or misleading with Delete_memory (their memory_id). "
+        "Then reply with <answer>OK</answer>."
+    )
+
+
+def format_feedback(details: Sequence[str]) -> str:
+    """The tool message that tells the agent its reply broke the response format (as the memory env does)."""
+    message = f"format error: {'; '.join(details)}. {FORMAT_HINT}"
+    return json.dumps({"tool": "format_check", "ok": False, "message": message}, ensure_ascii=False)
+
+
+# --------------------------------------------------------------------------------------------- memory tools
+
+
+@dataclass
+class BankTools:
+    """``Add_memory`` / ``Delete_memory`` on the stream's bank during one task.
+
+    ``write(content, metadata)`` stores a record of the current task whose execution is ``content`` (the runner
+    adds the noisy copies of a noisy-write stress); ``Delete_memory`` removes a record by id when
+    ``confirmation`` is true. Results have the shape of the memory environment's tool results.
+    """
+
+    bank: MemoryBank
+    write: Callable[[str, dict[str, Any]], Record]
+    offered: tuple[str, ...] = MEMORY_TOOLS
+    added: list[Record] = field(default_factory=list)
+    deleted: list[Record] = field(default_factory=list)
+
+    def run(self, call: ToolCall) -> dict[str, Any]:
+        if not call.valid:
+            return {"ok": False, "message": call.error}
+        if call.name == "Add_memory":
+            metadata = dict(call.arguments.get("metadata") or {})
+            if call.arguments.get("memory_type"):
+                metadata["memory_type"] = call.arguments["memory_type"]
+            record = self.write(call.arguments["content"], metadata)
+            self.added.append(record)
+            memory = {"memory_id": record.id, "content": record.execution}
+            return {"ok": True, "message": f"stored 1 memory entry: {record.id}", "memories": [memory]}
+        if call.name == "Delete_memory":
+            memory_id = call.arguments["memory_id"]
+            if call.arguments.get("confirmation") is not True:
+                return {
+                    "ok": False,
+                    "message": 'deletion not confirmed: call Delete_memory again with "confirmation": true',
+                }
+            if memory_id not in self.bank:
+                known = self.bank.ids()[-5:]
+                hint = f"; recent ids: {', '.join(known)}" if known else "; long-term memory is empty"
+                return {"ok": False, "message": f"no memory with id {memory_id!r}{hint}"}
+            self.deleted.append(self.bank.delete(memory_id))
+            return {"ok": True, "message": f"deleted {memory_id}"}
+        return {"ok": False, "message": f"unknown tool {call.name!r}; available tools: {', '.join(self.offered)}"}
+
+
+# --------------------------------------------------------------------------------------------- the dialogue
+
+
+@dataclass
+class Dialogue:
+    """A conversation with the model on one task; every call samples under its own derived seed."""
+
+    model: ChatModel
+    messages: list[dict[str, Any]]
+    offered: tuple[str, ...]
+    tools: BankTools | None
+    schemas: list[dict[str, Any]] | None
+    seed: int | None
+    transcript: list[dict[str, Any]] = field(default_factory=list)
+    calls: int = 0
+    prompt_tokens: int = 0
+    error: str | None = None
+    last_text: str = ""
+
+    def reply(self) -> ParsedResponse | None:
+        """One model reply, parsed; its tool calls run. None when the engine failed (the dialogue is over)."""
+        seed = None if self.seed is None else derive_seed(self.seed, self.calls)
+        reply = self.model(self.messages, self.schemas, seed)
+        self.calls += 1
+        self.prompt_tokens += reply.prompt_tokens
+        if reply.error is not None:
+            self.error = reply.error
+            return None
+        self.last_text = reply.text
+        parsed = parse_response(reply.text, self.offered)
+        self.messages.append({"role": "assistant", "content": reply.text})
+        results = []
+        for call in parsed.tool_calls:
+            payload = self.tools.run(call) if self.tools is not None else {"ok": False, "message": call.error}
+            results.append({"name": call.name, "arguments": call.arguments, **payload})
+            self.messages.append({"role": "tool", "content": json.dumps({"tool": call.name, **payload})})
+        feedback = [v.detail for v in parsed.violations if v.kind not in (UNKNOWN_TOOL, BAD_ARGUMENTS)]
+        if feedback and parsed.answer is None:
+            self.messages.append({"role": "tool", "content": format_feedback(feedback)})
+        self.transcript.append(
+            {
+                "reply": reply.text,
+                "tool_calls": results,
+                "violations": parsed.violation_kinds(),
+                "answer": parsed.answer,
+            }
+        )
+        return parsed
+
+    def until_answer(self, max_replies: int) -> ParsedResponse | None:
+        """Replies until one gives an ``<answer>`` (returned), ``max_replies`` run out or the engine fails (None)."""
+        for _ in range(max_replies):
+            parsed = self.reply()
+            if parsed is None:
+                return None
+            if parsed.answer is not None:
+                return parsed
+        return None

@@ -1,0 +1,204 @@
+"""ALFWorld as a stream (TraceRetain's setting), on the games and text engine of :mod:`eval.alfworld_games`.
+
+* items: the solvable games of ``alfworld.split`` under ``alfworld.data_dir`` (round-robin over the six task
+  types), in that order;
+* query: the task sentence, written from the game's ALFRED parameters (``traj_data.json``) in ALFWorld's
+  words, e.g. ``put a clean butterknife in countertop`` (the game's own text may choose other wording, "put some
+  … on …"; the agent sees that text in the game's first observation);
+* task key: the normalised task type, object and receptacle (same key = same task, for Precision@k);
+* execution: the action trajectory, one ``> command`` line and the game's reply per environment step, then
+  ``Outcome: done`` or ``Outcome: not done``;
+* strict: the game reports the task won;
+* ground truth: the planner's solution (``eval.alfworld_games.expert_plan``), computed only when needed (the
+  initial bank, error-free replay).
+
+One game is played as :mod:`eval.alfworld` plays it (its system prompt and command normalisation; at most
+``alfworld.max_env_steps`` commands, ``alfworld.max_replies_per_step`` replies per command, an inadmissible
+command costs the step), with the retrieved records in the first message; with the policy addition the agent may
+call Add_memory / Delete_memory between commands and in a memory turn after the game.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from agemem.config import AgeMemConfig, AlfworldConfig
+from agemem.configlib import ConfigError
+from agemem.prompts import system_prompt, template_tools
+from eval.stream.agent import Dialogue, memory_turn_message, task_message
+from eval.stream.base import Attempt, Demonstration, StreamItem
+
+if TYPE_CHECKING:
+    from eval.alfworld_games import Game, GameState, TextGame
+    from eval.stream.agent import BankTools, ChatModel
+
+TASK_SENTENCES = {
+    "pick_and_place_simple": "put a {object} in {receptacle}",
+    "look_at_obj_in_light": "look at {object} under the {lamp}",
+    "pick_clean_then_place_in_recep": "put a clean {object} in {receptacle}",
+    "pick_heat_then_place_in_recep": "put a hot {object} in {receptacle}",
+    "pick_cool_then_place_in_recep": "put a cool {object} in {receptacle}",
+    "pick_two_obj_and_place": "put two {object} in {receptacle}",
+}
+"""ALFWorld's task sentences per task type (its text grammar's first wording)."""
+
+
+def task_parameters(game: Game) -> dict[str, str]:
+    """The ALFRED parameters of a game (``traj_data.json`` next to its ``game.tw-pddl``), lower case."""
+    path = game.path.parent / "traj_data.json"
+    try:
+        params = json.loads(path.read_text(encoding="utf-8"))["pddl_params"]
+    except (OSError, ValueError, KeyError) as err:
+        raise ConfigError(f"{path} is not an ALFRED trajectory file with pddl_params ({err})") from err
+    return {
+        "object": str(params.get("object_target") or "").lower(),
+        "receptacle": str(params.get("parent_target") or "").lower(),
+        "lamp": str(params.get("toggle_target") or "desklamp").lower(),
+    }
+
+
+def task_sentence(game: Game) -> str:
+    """The task in ALFWorld's words, from the game's parameters (see the module docstring)."""
+    return TASK_SENTENCES[game.task_type].format(**task_parameters(game))
+
+
+def task_key(game: Game) -> str:
+    """``<task type>|<object>|<receptacle>``: games with the same key are the same task."""
+    params = task_parameters(game)
+    target = params["lamp"] if game.task_type == "look_at_obj_in_light" else params["receptacle"]
+    return f"{game.task_type}|{params['object']}|{target}"
+
+
+def trajectory_execution(lines: Sequence[str], won: bool) -> str:
+    """The execution of a game: its ``> command`` / reply lines and the outcome."""
+    return "\n".join([*lines, f"Outcome: {'done' if won else 'not done'}"])
+
+
+@dataclass
+class AlfworldStreamTask:
+    source: list[StreamItem]
+    settings: AlfworldConfig
+    tool_format: str = "agemem"
+    open_game: Callable[[Game], TextGame] | None = None
+    """how a game is opened (default: :class:`eval.alfworld_games.TextGame`)."""
+    name: str = "alfworld"
+
+    def items(self) -> list[StreamItem]:
+        return list(self.source)
+
+    def play(
+        self,
+        item: StreamItem,
+        demos: Sequence[Demonstration],
+        model: ChatModel,
+        tools: BankTools | None,
+        seed: int | None,
+    ) -> Attempt:
+        from eval.alfworld import game_system_prompt, normalize_command
+        from eval.alfworld_games import TextGame
+
+        settings = self.settings
+        offered = tools.offered if tools is not None else ()
+        prompt = game_system_prompt(
+            offered,
+            self.tool_format,
+            max_env_steps=settings.max_env_steps,
+            show_admissible=settings.show_admissible,
+            debrief=tools is not None,
+        )
+        messages: list[dict[str, Any]] = [
+            {"role": "system", "content": system_prompt(self.tool_format, prompt, offered)}  # type: ignore[arg-type]
+        ]
+        dialogue = Dialogue(model, messages, offered, tools, template_tools(self.tool_format, offered), seed)  # type: ignore[arg-type]
+        lines: list[str] = []
+        won, error = False, None
+        opened = (self.open_game or TextGame)(item.payload)
+        try:
+            state = opened.reset()
+            messages.append({"role": "user", "content": task_message(self._shown(state.observation, state), demos)})
+            steps = 0
+            while steps < settings.max_env_steps and not won:
+                parsed = dialogue.until_answer(settings.max_replies_per_step)
+                if dialogue.error is not None:
+                    break
+                command = normalize_command(parsed.answer) if parsed is not None and parsed.answer else None
+                steps += 1
+                if command is None:
+                    said = "No command: the step passed without an action. Act with <answer>command</answer>."
+                elif command not in state.admissible:
+                    said = f'Nothing happens: "{command}" is not an admissible command; write one exactly as listed.'
+                else:
+                    state = opened.step(command)
+                    won, said = state.won, state.observation
+                lines.append(f"> {command or '(no command)'}\n{said}")
+                if not won and steps < settings.max_env_steps:
+                    shown = f"[step {steps}/{settings.max_env_steps}] {said}"
+                    messages.append({"role": "user", "content": self._shown(shown, state)})
+        except Exception as err:  # a broken game ends this task, not the stream
+            error = f"{item.id}: {type(err).__name__}: {err}"
+        finally:
+            opened.close()
+        execution = trajectory_execution(lines, won)
+        if tools is not None and dialogue.error is None and error is None:
+            outcome = "The task was completed." if won else "The task was not completed."
+            messages.append({"role": "user", "content": memory_turn_message(execution, outcome)})
+            dialogue.until_answer(settings.max_replies_per_step)
+        return Attempt(
+            execution,
+            None,
+            won,
+            dialogue.calls,
+            dialogue.prompt_tokens,
+            dialogue.transcript,
+            dialogue.error or error,
+        )
+
+    def strict(self, item: StreamItem, attempt: Attempt) -> float:
+        return 1.0 if attempt.won else 0.0
+
+    def failed_execution(self, item: StreamItem, rng: random.Random) -> str:
+        """A trajectory that wanders and stops at the step limit: a few visits, no success."""
+        places = [item.metadata.get("receptacle") or "countertop", "drawer", "cabinet", "shelf", "table"]
+        lines = []
+        for _ in range(rng.randint(2, 4)):
+            place = f"{rng.choice(places)} {rng.randint(1, 4)}"
+            lines.append(f"> go to {place}\nYou arrive at {place}. You see nothing useful.")
+        return trajectory_execution(lines, won=False)
+
+    def _shown(self, text: str, state: GameState) -> str:
+        if not self.settings.show_admissible:
+            return text
+        return f"{text}\n\nAdmissible commands: {', '.join(state.admissible)}"
+
+
+def alfworld_item(game: Game) -> StreamItem:
+    from eval.alfworld_games import expert_plan
+
+    def plan() -> str:
+        return trajectory_execution([f"> {command}" for command in expert_plan(game)], won=True)
+
+    params = task_parameters(game)
+    query = task_sentence(game)
+    return StreamItem(
+        id=game.id,
+        query=query,
+        prompt=query,
+        task_key=task_key(game),
+        payload=game,
+        metadata={"task_type": game.task_type, **params},
+        ground_truth_fn=plan,
+    )
+
+
+def alfworld_stream(config: AgeMemConfig) -> AlfworldStreamTask:
+    """The solvable games of ``alfworld.split`` (``alfworld.limit`` applies first, then ``stream.limit``)."""
+    from eval.alfworld_games import discover_games
+
+    games = discover_games(config.alfworld.data_dir, config.alfworld.split)
+    if config.alfworld.limit:
+        games = games[: config.alfworld.limit]
+    return AlfworldStreamTask([alfworld_item(g) for g in games], config.alfworld, config.env.tool_format)

@@ -1,0 +1,201 @@
+"""The experience memory of a stream: records of (query, execution, metadata) and their usage history.
+
+A :class:`Record` is one past experience: the task's query (what retrieval keys on), the agent's execution
+(what a later task sees as a demonstration) and metadata (its task, whether the execution was correct, the
+evaluator's score when it was written, where it came from). The bank also keeps every record's usage: the
+stream steps that retrieved it, its similarity to each retrieving query and the downstream utility of each
+retrieving task (the evaluator's score of that task). Deletion and retention rules read only this history.
+
+Retrieval is cosine similarity of L2-normalised query embeddings from the project's
+:class:`~agemem.encoders.Encoder`: one matrix-vector product and a sort; equal similarities go to the newer record.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from agemem.encoders import Encoder
+
+INITIAL_STEP = -1
+"""``created_at`` of the records in the bank before the stream starts."""
+RecordSource = Literal["initial", "initial_noise", "stream", "policy", "noise"]
+
+
+@dataclass
+class Record:
+    id: str
+    """``mem_`` + 8 hex digits, derived from the step, the write's position in it and the task."""
+    query: str
+    """the task's query: what retrieval compares the new task with."""
+    execution: str
+    """what a later task is shown: the agent's reasoning and answer, or its action trajectory."""
+    task_id: str
+    created_at: int
+    """the stream step after which it was written; -1 for the initial bank."""
+    source: RecordSource
+    """initial / initial_noise (the bank before the stream, a failed copy there), stream (the addition rule),
+    policy (the agent's Add_memory), noise (a failed same-task copy of a noisy write)."""
+    success: float | None = None
+    """ground-truth correctness of the execution (1/0); None when unknown."""
+    score: float | None = None
+    """the run's evaluator score of the execution when it was written (strict or coarse)."""
+    task_key: str | None = None
+    """normalised task key: records of the same task share it (Precision@k)."""
+    ground_truth: str | None = None
+    """a correct execution of the record's task, when the task has one (error-free replay)."""
+    metadata: dict[str, Any] = field(default_factory=dict)
+    retrieved_at: list[int] = field(default_factory=list)
+    """stream steps that retrieved it (one entry per step)."""
+    similarities: list[float] = field(default_factory=list)
+    """cosine similarity of the retrieving step's query to this record's query, per retrieval."""
+    utilities: list[float] = field(default_factory=list)
+    """the evaluator's score of each retrieving task (the downstream utility), per retrieval."""
+
+    @property
+    def last_access(self) -> int:
+        """The last step that retrieved it, else the step it was written."""
+        return self.retrieved_at[-1] if self.retrieved_at else self.created_at
+
+    def mean_utility(self, prior: float) -> float:
+        """``ū_r = mean(utilities)``; ``prior`` for a record no task retrieved yet."""
+        return sum(self.utilities) / len(self.utilities) if self.utilities else prior
+
+    def to_json(self) -> dict[str, Any]:
+        """The written record (its content; the usage history is in the step log)."""
+        return {
+            "id": self.id,
+            "query": self.query,
+            "execution": self.execution,
+            "task_id": self.task_id,
+            "created_at": self.created_at,
+            "source": self.source,
+            "success": self.success,
+            "score": self.score,
+            "task_key": self.task_key,
+            "ground_truth": self.ground_truth,
+            "metadata": self.metadata,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Record:
+        return cls(**{key: data[key] for key in cls.__dataclass_fields__ if key in data})
+
+
+@dataclass(frozen=True)
+class Retrieved:
+    """One record a step retrieved, with its cosine similarity to the step's query."""
+
+    record: Record
+    similarity: float
+
+
+def record_id(step: int, position: int, task_id: str, source: str) -> str:
+    """``mem_`` + the first 8 hex digits of sha1(step, position, task, source): reproducible across resumes."""
+    digest = hashlib.sha1(f"{step}\x00{position}\x00{task_id}\x00{source}".encode()).hexdigest()
+    return f"mem_{digest[:8]}"
+
+
+class MemoryBank:
+    """Records in insertion order with their query embeddings; retrieval by similarity or recency."""
+
+    def __init__(self, encoder: Encoder):
+        self.encoder = encoder
+        self._records: dict[str, Record] = {}
+        self._vectors: dict[str, np.ndarray] = {}
+        self._matrix_ND: np.ndarray | None = None  # rows in insertion order; rebuilt after a change
+
+    # ------------------------------------------------------------------ contents
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def __contains__(self, record_id: object) -> bool:
+        return record_id in self._records
+
+    def __iter__(self) -> Iterator[Record]:
+        return iter(list(self._records.values()))
+
+    def get(self, record_id: str) -> Record | None:
+        return self._records.get(record_id)
+
+    def ids(self) -> list[str]:
+        return list(self._records)
+
+    def add(self, record: Record, vector_D: np.ndarray | None = None) -> Record:
+        """Insert ``record`` (its query embedded unless ``vector_D`` is given); an id already present is an error."""
+        if record.id in self._records:
+            raise ValueError(f"record id {record.id} is already in the bank")
+        self._vectors[record.id] = self.embed([record.query])[0] if vector_D is None else vector_D
+        self._records[record.id] = record
+        self._matrix_ND = None
+        return record
+
+    def add_many(self, records: Sequence[Record]) -> None:
+        """Insert several records with one encoder call."""
+        vectors_ND = self.embed([r.query for r in records]) if records else []
+        for record, vector_D in zip(records, vectors_ND):
+            self.add(record, vector_D)
+
+    def unique_id(self, step: int, position: int, task_id: str, source: str) -> str:
+        """:func:`record_id`, moved on to the next position while it collides with a record in the bank."""
+        candidate = record_id(step, position, task_id, source)
+        while candidate in self._records:
+            position += 1_000_003
+            candidate = record_id(step, position, task_id, source)
+        return candidate
+
+    def delete(self, record_id: str) -> Record:
+        record = self._records.pop(record_id)
+        del self._vectors[record_id]
+        self._matrix_ND = None
+        return record
+
+    # ------------------------------------------------------------------ vectors
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return np.asarray(self.encoder.encode(list(texts)), dtype=np.float32)
+
+    def vector(self, record_id: str) -> np.ndarray:
+        return self._vectors[record_id]
+
+    def matrix(self) -> np.ndarray:
+        """``[N, D]`` query embeddings in insertion order."""
+        if self._matrix_ND is None:
+            dim = self.encoder.dim
+            rows = [self._vectors[i] for i in self._records]
+            self._matrix_ND = np.stack(rows) if rows else np.zeros((0, dim), dtype=np.float32)
+        return self._matrix_ND
+
+    # ------------------------------------------------------------------ retrieval
+    def similar(self, query_D: np.ndarray, k: int) -> list[Retrieved]:
+        """The ``k`` records whose query is most cosine-similar to ``query_D``, best first; equal similarities go
+        to the newer record (the fresher experience)."""
+        if k < 1 or not self._records:
+            return []
+        scores_N = self.matrix() @ query_D
+        records = list(self._records.values())
+        newest_first_N = -np.arange(len(records))  # insertion order: a later record sorts first among equals
+        order = np.lexsort((newest_first_N, -scores_N))[:k]
+        return [Retrieved(records[i], float(scores_N[i])) for i in order]
+
+    def recent(self, query_D: np.ndarray, k: int) -> list[Retrieved]:
+        """The ``k`` most recently written records, newest first, with their similarity to ``query_D``."""
+        if k < 1 or not self._records:
+            return []
+        records = list(self._records.values())
+        scores_N = self.matrix() @ query_D
+        order = sorted(range(len(records)), key=lambda i: (records[i].created_at, i), reverse=True)[:k]
+        return [Retrieved(records[i], float(scores_N[i])) for i in order]
+
+    def note_retrieval(self, retrieved: Sequence[Retrieved], step: int, utility: float) -> None:
+        """Record that ``step`` retrieved these records and that its task scored ``utility``."""
+        for item in retrieved:
+            record = self._records.get(item.record.id)
+            if record is None:  # deleted by the agent during the step
+                continue
+            record.retrieved_at.append(step)
+            record.similarities.append(item.similarity)
+            record.utilities.append(utility)

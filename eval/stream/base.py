@@ -1,0 +1,130 @@
+"""The records a stream passes around and the two interfaces a stream plugs into.
+
+* :class:`StreamTask`: a benchmark adapter (HotpotQA, synthetic, ALFWorld): its tasks as
+  :class:`StreamItem`, how a chat model plays one with demonstrations (:meth:`StreamTask.play`), and how
+  the result is judged against the ground truth (:meth:`StreamTask.strict`).
+* :class:`Solver`: who solves a task: a model through :class:`ModelSolver` (the task's own play loop), or a
+  test double that works on the items directly.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from eval.stream.agent import BankTools, ChatModel
+
+
+@dataclass
+class StreamItem:
+    id: str
+    query: str
+    """what a record stores and retrieval compares: the question, or the ALFWorld task text."""
+    prompt: str
+    """what the agent is shown for the task besides the demonstrations (the query with its context)."""
+    answer: str | None = None
+    """the gold answer of a QA task."""
+    task_key: str | None = None
+    """normalised task key: items of the same task share it (a retrieved record is relevant for Precision@k
+    when it succeeded and its key matches)."""
+    ground_truth: str | None = None
+    """a correct execution of the task, where the task has one and it is cheap (QA: the supporting facts and the
+    gold answer); see :func:`ground_truth_of`."""
+    payload: Any = None
+    """what the adapter needs to play it (an ALFWorld game file, ...)."""
+    metadata: dict[str, Any] = field(default_factory=dict)
+    ground_truth_fn: Callable[[], str | None] | None = field(default=None, repr=False, compare=False)
+    """computes the ground truth when it is costly (ALFWorld: the planner's solution); called once, when needed."""
+
+
+def ground_truth_of(item: StreamItem) -> str | None:
+    """The item's ground-truth execution, computed by ``ground_truth_fn`` on first use (then kept)."""
+    if item.ground_truth is None and item.ground_truth_fn is not None:
+        item.ground_truth = item.ground_truth_fn()
+        item.ground_truth_fn = None
+    return item.ground_truth
+
+
+@dataclass(frozen=True)
+class Demonstration:
+    """A retrieved record as the agent sees it."""
+
+    record_id: str
+    query: str
+    execution: str
+    similarity: float
+
+
+@dataclass
+class Attempt:
+    """What the agent did on one task."""
+
+    execution: str
+    """its reasoning and answer, or its action trajectory: what a record of this task stores."""
+    answer: str | None = None
+    """the final answer (QA); None when it gave none."""
+    won: bool | None = None
+    """the environment's own verdict, where there is one (ALFWorld)."""
+    replies: int = 0
+    """model calls made."""
+    prompt_tokens: int = 0
+    """prompt tokens over all its model calls."""
+    transcript: list[dict[str, Any]] = field(default_factory=list)
+    """every reply with its tool calls and their results."""
+    error: str | None = None
+    """why the attempt broke off (an engine error), if it did."""
+
+
+class StreamTask(Protocol):
+    """A benchmark adapter."""
+
+    name: str
+
+    def items(self) -> list[StreamItem]:
+        """Every task, in the given order (the initial bank takes the first ``stream.initial_size``)."""
+        ...
+
+    def play(
+        self,
+        item: StreamItem,
+        demos: Sequence[Demonstration],
+        model: ChatModel,
+        tools: BankTools | None,
+        seed: int | None,
+    ) -> Attempt:
+        """Let ``model`` solve ``item`` with ``demos`` in context; with ``tools`` it may call Add_memory /
+        Delete_memory (policy addition), during the task and in a memory turn after it."""
+        ...
+
+    def strict(self, item: StreamItem, attempt: Attempt) -> float:
+        """1.0 when the attempt is correct against the ground truth, else 0.0."""
+        ...
+
+    def failed_execution(self, item: StreamItem, rng: random.Random) -> str:
+        """A plausible execution of ``item`` that fails (noisy initial memory, noisy writes)."""
+        ...
+
+
+class Solver(Protocol):
+    name: str
+
+    def solve(
+        self, item: StreamItem, demos: Sequence[Demonstration], tools: BankTools | None, seed: int | None
+    ) -> Attempt: ...
+
+
+@dataclass
+class ModelSolver:
+    """A chat model playing each task through its adapter's play loop."""
+
+    task: StreamTask
+    model: ChatModel
+    name: str = "model"
+
+    def solve(
+        self, item: StreamItem, demos: Sequence[Demonstration], tools: BankTools | None, seed: int | None
+    ) -> Attempt:
+        return self.task.play(item, demos, self.model, tools, seed)

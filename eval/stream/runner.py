@@ -1,0 +1,433 @@
+"""The stream loop: one policy over a long stream of tasks with an experience memory.
+
+For each task t of the stream (Xiong et al.; TraceRetain):
+
+1. retrieve the ``top_k`` records for the task's query (by similarity, recency, none, or a replayed run's);
+2. run the agent with them as in-context demonstrations (with ``addition=policy`` it may also call Add_memory /
+   Delete_memory on the bank itself);
+3. score it: strict (ground truth) and, when the run uses one, the coarse judge; the evaluator's score is the
+   task's utility, credited to every record it retrieved;
+4. apply the addition rule (a noisy-write stress adds failed same-task copies after every write);
+5. apply the deletion rule, then evict down to the capacity when the bank is bounded.
+
+Every step is one line of ``steps.jsonl``: the retrieved record ids with their input and output similarities,
+the execution, the scores, Precision@k, the records added (in full), the records deleted and why, the bank size
+and the agent's transcript. Line ``step = -1`` holds the initial bank. A re-run with the same settings rebuilds
+the bank from the log (no agent call) and plays only the remaining tasks; every task samples under a seed
+derived from ``sampling.seed`` and its position, so the resumed run plays what the uninterrupted one would.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from agemem.config import AgeMemConfig
+from agemem.configlib import ConfigError, to_dict
+from eval.report import check_identity, drop_torn_tail
+from eval.stream.addition import Outcome, build_addition, evaluator_name, uses_coarse, utility
+from eval.stream.agent import BankTools
+from eval.stream.bank import INITIAL_STEP, MemoryBank, Record, Retrieved
+from eval.stream.base import Demonstration, Solver, StreamItem, StreamTask, ground_truth_of
+from eval.stream.deletion import build_deletion
+from eval.stream.order import apply_order, build_ordering
+from eval.stream.retention import build_retention, evict
+from eval.stream.retrieval import NoRetrieval, RecentRetrieval, ReplayRetrieval, Retrieval, SimilarRetrieval
+from rollouts.engines.base import derive_seed
+
+if TYPE_CHECKING:
+    from agemem.encoders import Encoder
+    from eval.stream.addition import CoarseJudge
+
+BENCHMARK = "stream"
+STEPS_FILE = "steps.jsonl"
+# settings that may change between a run and its continuation
+_RESUMABLE_KEYS = ("limit", "plot")
+
+
+# --------------------------------------------------------------------------------------------- the stream
+
+
+def stream_items(config: AgeMemConfig, task: StreamTask, encoder: Encoder) -> tuple[list[StreamItem], list[StreamItem]]:
+    """``(initial, stream)``: the first ``initial_size`` items seed the bank; of the rest, the first ``limit``
+    (all when 0) are the stream, put in ``stream.order``."""
+    settings = config.stream
+    items = task.items()
+    initial, rest = items[: settings.initial_size], items[settings.initial_size :]
+    if settings.limit:
+        rest = rest[: settings.limit]
+    if not rest:
+        raise ConfigError(
+            f"the {task.name} stream is empty: {len(items)} tasks loaded, stream.initial_size={settings.initial_size} "
+            "of them seed the bank; load more tasks or lower stream.initial_size"
+        )
+    ordering = build_ordering(settings.order, seed=settings.order_seed, clusters=settings.shift_clusters)
+    positions = ordering.order([item.query for item in rest], encoder.encode)
+    return initial, apply_order(rest, positions)
+
+
+def initial_records(config: AgeMemConfig, task: StreamTask, items: Sequence[StreamItem]) -> list[Record]:
+    """The bank before the stream: each item's ground-truth execution; ``round(initial_noise · n)`` of them, drawn
+    with ``random.Random(f"{seed}/initial")``, get a failed execution instead (noisy initial memory)."""
+    settings = config.stream
+    rng = random.Random(f"{settings.seed}/initial")
+    noisy = set(rng.sample(range(len(items)), round(settings.initial_noise * len(items))))
+    records = []
+    for position, item in enumerate(items):
+        truth = ground_truth_of(item)
+        if truth is None:
+            raise ConfigError(
+                f"task {item.id} has no ground-truth execution to seed the initial bank with; set stream.initial_size=0"
+            )
+        if position in noisy:
+            source = "initial_noise"
+            execution = task.failed_execution(item, random.Random(f"{settings.seed}/initial/{position}"))
+            success = 0.0
+        else:
+            source, execution, success = "initial", truth, 1.0
+        records.append(
+            Record(
+                id=f"mem_init{position:04d}",
+                query=item.query,
+                execution=execution,
+                task_id=item.id,
+                created_at=INITIAL_STEP,
+                source=source,  # type: ignore[arg-type]
+                success=success,
+                score=success,
+                task_key=item.task_key,
+                ground_truth=item.ground_truth,
+            )
+        )
+    return records
+
+
+def precision_at_k(retrieved: Sequence[Retrieved], task_key: str | None, k: int) -> float | None:
+    """``|{r in the first k retrieved : r succeeded and key(r) = key(task)}| / k`` (TraceRetain, Appendix B);
+    None when the task has no key."""
+    if task_key is None:
+        return None
+    relevant = sum(1 for r in retrieved[:k] if r.record.success == 1.0 and r.record.task_key == task_key)
+    return relevant / k
+
+
+# --------------------------------------------------------------------------------------------- state
+
+
+@dataclass
+class StreamState:
+    """The bank and the rules of one run; ``step`` plays one task, ``replay`` re-applies a logged one."""
+
+    config: AgeMemConfig
+    task: StreamTask
+    bank: MemoryBank
+    coarse: CoarseJudge | None = None
+    replay: ReplayRetrieval | None = None
+    retrieval: Retrieval = field(init=False)
+
+    def __post_init__(self) -> None:
+        settings = self.config.stream
+        self.settings = settings
+        self.addition = build_addition(settings)
+        self.deletion = build_deletion(settings)
+        self.retention = build_retention(settings)
+        self.evaluator = evaluator_name(settings)
+        if uses_coarse(settings) and self.coarse is None:
+            raise ValueError("coarse addition (or stream.evaluator=coarse) needs a coarse judge; pass one")
+        if self.replay is not None:
+            self.retrieval = self.replay
+        else:
+            retrievals: dict[str, Retrieval] = {
+                "similar": SimilarRetrieval(self.bank),
+                "recent": RecentRetrieval(self.bank),
+                "none": NoRetrieval(),
+            }
+            self.retrieval = retrievals[settings.retrieval]
+
+    # ------------------------------------------------------------------ writes
+    def write(self, item: StreamItem, step: int, source: str, execution: str, **labels: Any) -> list[Record]:
+        """Write a record of ``item`` after ``step``, then ``noisy_writes`` failed same-task copies."""
+        position = sum(1 for r in self.bank if r.created_at == step)
+        record = Record(
+            id=self.bank.unique_id(step, position, item.id, source),
+            query=item.query,
+            execution=execution,
+            task_id=item.id,
+            created_at=step,
+            source=source,  # type: ignore[arg-type]
+            task_key=item.task_key,
+            ground_truth=item.ground_truth,
+            **labels,
+        )
+        written = [self.bank.add(record)]
+        for copy in range(self.settings.noisy_writes):
+            rng = random.Random(f"{self.settings.seed}/noise/{step}/{position}/{copy}")
+            noise = Record(
+                id=self.bank.unique_id(step, position + copy + 1, item.id, "noise"),
+                query=item.query,
+                execution=self.task.failed_execution(item, rng),
+                task_id=item.id,
+                created_at=step,
+                source="noise",
+                success=0.0,
+                score=0.0,
+                task_key=item.task_key,
+                ground_truth=item.ground_truth,
+            )
+            written.append(self.bank.add(noise, self.bank.vector(record.id)))
+        return written
+
+    # ------------------------------------------------------------------ one task
+    def step(self, t: int, item: StreamItem, solver: Solver, seed: int | None) -> dict[str, Any]:
+        settings = self.settings
+        query_D = self.bank.embed([item.query])[0]
+        probe = max(settings.top_k, settings.precision_k)
+        # similarities are kept to 6 decimals, as logged, so a resumed run credits exactly what this one did (an
+        # embedding recomputed in another batch may differ in the last bits)
+        found = [Retrieved(r.record, round(r.similarity, 6)) for r in self.retrieval.retrieve(t, item, query_D, probe)]
+        retrieved = found[: settings.top_k]
+        demos = [
+            Demonstration(r.record.id, r.record.query, self.retrieval.shown_execution(r.record), r.similarity)
+            for r in retrieved
+        ]
+        policy_writes: list[Record] = []
+        tools = None
+        if settings.addition == "policy" and self.replay is None:
+
+            def write(content: str, metadata: dict[str, Any]) -> Record:
+                records = self.write(item, t, "policy", content, metadata=metadata)
+                policy_writes.extend(records)
+                return records[0]
+
+            tools = BankTools(self.bank, write)
+        started = time.perf_counter()
+        attempt = solver.solve(item, demos, tools, seed)
+        strict = float(self.task.strict(item, attempt))
+        coarse = self.coarse.score(item.query, attempt.execution) if self.coarse is not None else None
+        outcome = Outcome(strict, coarse)
+        task_utility = utility(outcome, self.evaluator)
+        for record in policy_writes:  # the agent's own records carry its task's labels
+            if record.source == "policy":
+                record.success, record.score = strict, task_utility
+        self.bank.note_retrieval(retrieved, t, task_utility)
+
+        vectors = self.bank.embed([attempt.execution, *(d.execution for d in demos)])
+        output_sims = [float(x) for x in vectors[1:] @ vectors[0]] if demos else []
+        top = int(np.argmax([d.similarity for d in demos])) if demos else None
+
+        additions = list(policy_writes)
+        if self.replay is None and self.addition.admit(outcome):
+            additions += self.write(item, t, "stream", attempt.execution, success=strict, score=task_utility)
+        deletions = [{"id": r.id, "reason": "policy: Delete_memory"} for r in (tools.deleted if tools else [])]
+        if self.replay is None:
+            for deletion in self.deletion.select(self.bank, t):
+                self.bank.delete(deletion.record_id)
+                deletions.append({"id": deletion.record_id, "reason": deletion.reason})
+            if self.retention is not None:
+                for eviction in evict(self.bank, settings.capacity, self.retention, t):
+                    deletions.append({"id": eviction.record_id, "reason": eviction.reason})
+        bank_size = self.replay.bank_size(t) if self.replay is not None else len(self.bank)
+        # a replay shows the reference's records: their precision is in the reference run's log
+        measured = not isinstance(self.retrieval, (NoRetrieval, ReplayRetrieval))
+        precision = precision_at_k(found, item.task_key, settings.precision_k) if measured else None
+        return {
+            "step": t,
+            "task_id": item.id,
+            "query": item.query,
+            "retrieved": [
+                {
+                    "id": r.record.id,
+                    "similarity": r.similarity,
+                    "output_similarity": round(output_sims[i], 6),
+                    "success": r.record.success,
+                    "task_key": r.record.task_key,
+                }
+                for i, r in enumerate(retrieved)
+            ],
+            "input_similarity": None if top is None else demos[top].similarity,
+            "output_similarity": None if top is None else round(output_sims[top], 6),
+            "execution": attempt.execution,
+            "answer": attempt.answer,
+            "gold": item.answer,
+            "won": attempt.won,
+            "success": strict,
+            "coarse": coarse,
+            "utility": task_utility,
+            "precision": precision,
+            "additions": [r.to_json() for r in additions],
+            "deletions": deletions,
+            "bank_size": bank_size,
+            "replies": attempt.replies,
+            "prompt_tokens": attempt.prompt_tokens,
+            "error": attempt.error,
+            "seconds": round(time.perf_counter() - started, 3),
+            "transcript": attempt.transcript,
+        }
+
+    # ------------------------------------------------------------------ resume
+    def apply_logged(self, entry: dict[str, Any]) -> None:
+        """Bring the bank to where it was after a logged step, without running the agent."""
+        records = [Record.from_json(data) for data in entry.get("additions", [])]
+        self.bank.add_many(records)
+        if entry["step"] == INITIAL_STEP or self.replay is not None:
+            return
+        for deletion in entry["deletions"]:
+            if deletion["id"] not in self.bank:
+                raise ValueError(f"step {entry['step']} deletes {deletion['id']}, which is not in the rebuilt bank")
+            self.bank.delete(deletion["id"])
+        kept = [
+            Retrieved(self.bank.get(r["id"]), r["similarity"])  # type: ignore[arg-type]
+            for r in entry["retrieved"]
+            if r["id"] in self.bank
+        ]
+        self.bank.note_retrieval(kept, entry["step"], entry["utility"])
+        if len(self.bank) != entry["bank_size"]:
+            raise ValueError(
+                f"step {entry['step']}: the rebuilt bank holds {len(self.bank)} records, "
+                f"the log says {entry['bank_size']}"
+            )
+
+
+# --------------------------------------------------------------------------------------------- the log
+
+
+class StepLog:
+    """``steps.jsonl``: one line per step, appended and flushed as each step ends; a torn last line is cut."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def read(self) -> list[dict[str, Any]]:
+        if not self.path.exists():
+            return []
+        drop_torn_tail(self.path)
+        entries = []
+        with self.path.open(encoding="utf-8") as handle:
+            for number, line in enumerate(handle, 1):
+                if line.strip():
+                    try:
+                        entries.append(json.loads(line))
+                    except json.JSONDecodeError as err:
+                        raise ValueError(f"{self.path}:{number} is not valid JSON ({err}); fix or delete it") from err
+        return entries
+
+    def append(self, entry: dict[str, Any]) -> None:
+        import os
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a", encoding="utf-8") as handle:
+            handle.write(json.dumps(entry, ensure_ascii=False) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+
+
+def read_steps(run_dir: str | Path) -> list[dict[str, Any]]:
+    """The logged steps of a run (without the initial-bank line)."""
+    return [e for e in StepLog(Path(run_dir) / STEPS_FILE).read() if e["step"] >= 0]
+
+
+# --------------------------------------------------------------------------------------------- one run
+
+
+def strategy_settings(config: AgeMemConfig) -> dict[str, Any]:
+    """The stream settings that define a run (``limit`` and ``plot`` may change on a continuation)."""
+    return {k: v for k, v in to_dict(config.stream).items() if k not in _RESUMABLE_KEYS}
+
+
+def run_identity(config: AgeMemConfig, task: StreamTask, model: str) -> dict[str, Any]:
+    judge = config.reward.judge
+    return {
+        "benchmark": BENCHMARK,
+        "task": task.name,
+        "model": model,
+        "data": {
+            "source": config.data.source,
+            "split": config.data.split,
+            "synthetic_seed": config.data.synthetic.seed,
+        },
+        "stream": strategy_settings(config),
+        "sampling": to_dict(config.sampling),
+        "judge": {"backend": judge.backend, "model": judge.model}
+        if evaluator_name(config.stream) == "coarse"
+        else None,
+    }
+
+
+@dataclass
+class RunOutcome:
+    """What :func:`run_stream` leaves: the logged steps (initial bank excluded) and the final record ids."""
+
+    steps: list[dict[str, Any]]
+    initial: list[dict[str, Any]]
+    final_ids: list[str]
+    played: int
+    resumed: int
+    wall_s: float
+
+
+def run_stream(
+    config: AgeMemConfig,
+    task: StreamTask,
+    solver: Solver,
+    encoder: Encoder,
+    out: str | Path,
+    *,
+    model: str,
+    coarse: CoarseJudge | None = None,
+    progress: bool = False,
+) -> RunOutcome:
+    """Play (or continue) one stream run into ``out`` (see the module docstring)."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    check_identity(out / "run.json", run_identity(config, task, model))
+    initial_items, items = stream_items(config, task, encoder)
+    replay = None
+    if config.stream.replay_of:
+        replay = ReplayRetrieval(config.stream.replay_of, {item.id: item for item in [*initial_items, *items]})
+    bank = MemoryBank(encoder)
+    state = StreamState(config, task, bank, coarse, replay)
+    log = StepLog(out / STEPS_FILE)
+    logged = log.read()
+    if logged:
+        for position, entry in enumerate(logged[1:]):
+            if position >= len(items) or entry["task_id"] != items[position].id:
+                raise ConfigError(
+                    f"{out / STEPS_FILE} step {entry['step']} is task {entry['task_id']!r}, but this stream has "
+                    f"{items[position].id if position < len(items) else 'no task'!r} there; use another --out"
+                )
+        for entry in logged:
+            state.apply_logged(entry)
+    else:
+        first = {"step": INITIAL_STEP, "additions": [r.to_json() for r in initial_records(config, task, initial_items)]}
+        state.apply_logged(first)
+        log.append(first)
+        logged = [first]
+    done = len(logged) - 1
+    started = time.perf_counter()
+    base_seed = config.sampling.seed
+    bar = tqdm(total=len(items), initial=done, desc=f"stream {task.name}", unit="task", disable=not progress)
+    try:
+        for t in range(done, len(items)):
+            seed = None if base_seed is None else derive_seed(base_seed, t)
+            entry = state.step(t, items[t], solver, seed)
+            log.append(entry)
+            logged.append(entry)
+            bar.update(1)
+    finally:
+        bar.close()
+    return RunOutcome(
+        steps=logged[1 : len(items) + 1],
+        initial=logged[0]["additions"],
+        final_ids=bank.ids(),
+        played=len(items) - done,
+        resumed=done,
+        wall_s=round(time.perf_counter() - started, 3),
+    )

@@ -1,0 +1,65 @@
+"""Hand-made streams for rule tests: a task adapter over items written in the test, and a solver whose outcome
+per task is fixed in advance (so which record is retrieved, credited and deleted can be worked out by hand)."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from agemem.config import AgeMemConfig
+from agemem.configlib import load_config
+from eval.stream.base import Attempt, Demonstration, StreamItem
+from eval.stream.tasks import qa_execution
+
+QUIET = ["logging.progress=false", "stream.plot=false"]
+
+
+def stream_config(*overrides: str) -> AgeMemConfig:
+    return load_config(AgeMemConfig, overrides=[*QUIET, *overrides])
+
+
+def item(item_id: str, query: str, answer: str = "yes-answer", key: str | None = None) -> StreamItem:
+    return StreamItem(
+        id=item_id,
+        query=query,
+        prompt=f"Question: {query}",
+        answer=answer,
+        task_key=key,
+        ground_truth=qa_execution("known", answer),
+    )
+
+
+@dataclass
+class HandTask:
+    """A stream adapter over fixed items; strict = the answer equals the gold answer."""
+
+    source: list[StreamItem]
+    name: str = "hand"
+
+    def items(self) -> list[StreamItem]:
+        return list(self.source)
+
+    def play(self, item, demos, model, tools, seed):  # a model never plays a hand-made stream
+        raise AssertionError("hand-made streams are solved by ScriptedSolver")
+
+    def strict(self, item: StreamItem, attempt: Attempt) -> float:
+        return 1.0 if attempt.answer == item.answer else 0.0
+
+    def failed_execution(self, item: StreamItem, rng: random.Random) -> str:
+        return qa_execution("a failed copy", f"wrong-{rng.randrange(1000)}")
+
+
+@dataclass
+class ScriptedSolver:
+    """Succeeds on the items in ``succeed`` (all when None), fails on the rest; remembers what it was shown."""
+
+    succeed: set[str] | None = None
+    name: str = "scripted"
+    seen: list[tuple[str, list[Demonstration]]] = field(default_factory=list)
+
+    def solve(self, item: StreamItem, demos: Sequence[Demonstration], tools, seed) -> Attempt:
+        self.seen.append((item.id, list(demos)))
+        ok = self.succeed is None or item.id in self.succeed
+        answer = item.answer if ok else "wrong"
+        return Attempt(qa_execution(f"solving {item.query}", answer), answer, replies=1)
