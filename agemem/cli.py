@@ -148,6 +148,69 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_export(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from train.export import ExportError, ExportSettings, export_policy
+
+    console = Console(stderr=True)
+    try:
+        settings = ExportSettings(
+            merge_lora=args.merge_lora,
+            dtype=args.dtype,
+            force=args.force,
+            check=not args.no_check,
+            eval_results=tuple(args.eval_results),
+            device=args.device,
+        )
+        with console.status(f"exporting {args.checkpoint} → {args.out}"):
+            report = export_policy(args.checkpoint, args.out, settings, overrides=args.overrides)
+    except ExportError as err:
+        console.print(f"agemem export: {err}", markup=False)
+        return 2
+    episode = report.check.get("episode", {})
+    calls = [name for turn in episode.get("turns", []) for name in turn["tool_calls"]]
+    lines = [
+        f"exported {report.kind} (step {report.step}) to {report.out} in {report.seconds:.1f} s: dtype {report.dtype}, "
+        + ("LoRA merged" if report.merged else "LoRA kept in adapter/" if report.adapter else "full weights"),
+    ]
+    if report.check:
+        lines.append(
+            f"self-check: reloaded with transformers, max |logit difference| "
+            f"{report.check.get('max_abs_logit_difference', 0.0):.2g}; scripted conversation made "
+            f"{len(calls)} tool call(s) {calls}"
+        )
+    sys.stdout.write("\n".join(lines) + "\n")
+    return 0
+
+
+def _cmd_chat(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from agemem.agent import MemoryAgent
+    from agemem.memory_store import MemoryFileError
+    from agemem.terminal import run_chat
+
+    try:
+        agent = MemoryAgent.from_pretrained(
+            args.model,
+            memory=None if args.memory in ("", "none", ":memory:") else args.memory,
+            endpoint=args.endpoint,
+            served_model=args.served_model,
+            api=args.api,
+            device=args.device,
+            temperature=args.temperature,
+            max_tokens=args.max_tokens,
+            user=args.user,
+            max_steps_per_turn=args.max_steps,
+        )
+    except MemoryFileError as err:
+        sys.stderr.write(f"agemem chat: {err}\n")
+        return 2
+    with agent:
+        return run_chat(agent, Console(highlight=False))
+
+
 def _cmd_config(args: argparse.Namespace) -> int:
     config = load_config(AgeMemConfig, args.config, args.overrides)
     sys.stdout.write(yaml.safe_dump(to_dict(config), sort_keys=False))
@@ -261,6 +324,42 @@ def build_parser() -> argparse.ArgumentParser:
     )
     stream.add_argument("--out", default="runs/eval/stream", metavar="DIR", help="output directory (resumable)")
     handlers["eval"] = _cmd_eval
+
+    export = commands.add_parser(
+        "export", help="write a checkpoint as a plain Hugging Face model directory with the agent's tools and prompt"
+    )
+    export.add_argument("--checkpoint", required=True, help="training run, checkpoints/step_N, LoRA adapter or model")
+    export.add_argument("--out", required=True, help="the export directory (must be empty unless --force)")
+    export.add_argument(
+        "--merge-lora",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="merge a LoRA adapter into its base (default); --no-merge-lora writes the base plus adapter/",
+    )
+    export.add_argument(
+        "--dtype", default="auto", help="auto (as trained), bf16, fp16 or fp32: dtype of the written weights"
+    )
+    export.add_argument("--force", action="store_true", help="replace a non-empty --out after the new export passed")
+    export.add_argument(
+        "--eval-results", action="append", default=[], help="results.json (or a folder of them) for the model card"
+    )
+    export.add_argument("--no-check", action="store_true", help="skip the reload and scripted-conversation check")
+    export.add_argument("--device", default="cpu", help="where the model is loaded for the export (cpu, cuda, auto)")
+    export.add_argument("overrides", nargs="*", metavar="key.sub=value", help="overrides of the run's config.json")
+    handlers["export"] = _cmd_export
+
+    chat = commands.add_parser("chat", help="talk to an exported policy in the terminal; its tool calls are shown")
+    chat.add_argument("--model", required=True, help="a directory written by agemem export")
+    chat.add_argument("--memory", default="memory.sqlite", help="long-term memory file (SQLite); none: in RAM only")
+    chat.add_argument("--endpoint", help="OpenAI-compatible API root serving the export, e.g. http://localhost:8000/v1")
+    chat.add_argument("--served-model", help="the endpoint's model name (default: the --model path, as vllm serve)")
+    chat.add_argument("--api", choices=["completions", "chat"], default="completions", help="endpoint API")
+    chat.add_argument("--device", default="auto", help="local model device (auto, cpu, cuda)")
+    chat.add_argument("--temperature", type=float, help="sampling temperature (default: as trained)")
+    chat.add_argument("--max-tokens", type=int, help="longest reply in tokens (default: as trained)")
+    chat.add_argument("--max-steps", type=int, help="replies per user turn before giving up (default: from export)")
+    chat.add_argument("--user", default="default", help="memory scope: one bank per user in the same file")
+    handlers["chat"] = _cmd_chat
 
     config = commands.add_parser("config", help="print the resolved configuration as YAML")
     _add_config_arguments(config)

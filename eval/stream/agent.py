@@ -1,9 +1,8 @@
 """The agent side of a stream: a chat model over the project's engines, the demonstrations in its prompt, the
 response protocol, and the memory tools of the ``policy`` addition.
 
-* :class:`EngineChat`: chat messages → one completion through any :class:`~rollouts.engines.base.Engine`
-  (transformers, vLLM, OpenAI-compatible), prompts rendered with the policy's chat template. A stream is
-  strictly sequential (task t's memory decides what task t+1 sees), so tasks run one at a time.
+* :class:`~rollouts.engines.chat.EngineChat` (re-exported here): chat messages → one completion through any
+  engine. A stream is strictly sequential (task t's memory decides what task t+1 sees), so tasks run one at a time.
 * :func:`render_demonstrations`: the retrieved records as in-context demonstrations, each with its memory id.
 * :class:`Dialogue`: replies parsed with :func:`agemem.protocol.parse_response`; tool calls run, their results
   appended as tool messages; malformed output gets the environment's format feedback, never an exception.
@@ -13,68 +12,26 @@ response protocol, and the memory tools of the ``policy`` addition.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
-from agemem.chat import encode_chat, end_of_turn_ids
 from agemem.env import FORMAT_HINT
 from agemem.protocol import BAD_ARGUMENTS, UNKNOWN_TOOL, ParsedResponse, parse_response
 from agemem.tools import ToolCall
 from eval.stream.bank import MemoryBank, Record
 from eval.stream.base import Demonstration
-from rollouts.engines.base import Engine, SamplingParams, derive_seed
+from rollouts.engines.base import derive_seed
+from rollouts.engines.chat import ChatModel, ChatReply, EngineChat
 
 if TYPE_CHECKING:
-    from transformers import PreTrainedTokenizerBase
+    pass
+
+__all__ = ["BankTools", "ChatModel", "ChatReply", "Dialogue", "EngineChat"]
 
 MEMORY_TOOLS = ("Add_memory", "Delete_memory")
 """the tools of the policy addition."""
-
-
-@dataclass
-class ChatReply:
-    text: str
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    error: str | None = None
-    """the engine failed for this request (the reply text is then empty)."""
-
-
-class ChatModel(Protocol):
-    def __call__(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, seed: int | None
-    ) -> ChatReply: ...
-
-
-class EngineChat:
-    """One chat completion per call on ``engine``, sampled as ``sampling`` says with the call's own seed."""
-
-    def __init__(self, engine: Engine, tokenizer: PreTrainedTokenizerBase, sampling: SamplingParams):
-        self.engine = engine
-        self.tokenizer = tokenizer
-        stop = tuple(sampling.stop_token_ids or end_of_turn_ids(tokenizer))
-        self.sampling = dataclasses.replace(sampling, stop_token_ids=stop)
-
-    def __call__(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, seed: int | None
-    ) -> ChatReply:
-        prompt_ids = encode_chat(self.tokenizer, messages, tools)
-        sampling = dataclasses.replace(self.sampling, seed=seed)
-        snapshot = [dict(message) for message in messages]  # the dialogue goes on appending to its own list
-        (completion,) = self.engine.generate([prompt_ids], sampling, messages=[snapshot])
-        if completion.finish_reason == "error":
-            return ChatReply("", len(prompt_ids), 0, completion.error or "the engine returned an error")
-        if completion.text is not None:  # chat endpoints: their own text is the truth
-            text = completion.text
-        else:
-            ids = list(completion.token_ids)
-            if ids and ids[-1] in self.sampling.stop_token_ids:
-                ids = ids[:-1]
-            text = self.tokenizer.decode(ids)
-        return ChatReply(text, len(prompt_ids), len(completion.token_ids))
 
 
 # --------------------------------------------------------------------------------------------- prompts
