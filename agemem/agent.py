@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
     from agemem.config import EnvConfig
     from agemem.encoders import Encoder
-    from agemem.env import StepResult
+    from agemem.env import RetrievalRecord, StepResult
     from agemem.ltm import MemoryEntry
     from rollouts.engines.base import SamplingParams
     from rollouts.engines.chat import ChatModel
@@ -69,6 +69,8 @@ class AgentStep:
     violations: list[str] = field(default_factory=list)
     """format problems the environment reported back (malformed JSON, no answer and no call, ...)."""
     answer: str | None = None
+    automatic: bool = False
+    """not a reply: memories the environment showed the policy before it acted (introspection, RAG)."""
 
 
 @dataclass
@@ -120,6 +122,7 @@ class MemoryAgent:
         self.max_steps_per_turn = max_steps_per_turn or int(settings.get("max_steps_per_turn", 4))
         if self.max_steps_per_turn < 1:
             raise ValueError(f"max_steps_per_turn={self.max_steps_per_turn} must be >= 1")
+        self.introspective_top_k = int(settings.get("introspective_top_k", 0))
         self.on_step = on_step
         self.seed = seed
         self._calls = 0
@@ -200,14 +203,15 @@ class MemoryAgent:
         self._fit_context()
         self.env.add_user(message)
         steps: list[AgentStep] = []
+        if self.introspective_top_k:  # what memory holds about the message, shown before the policy acts
+            self._report(steps, _recall_step(self.env.introspect(message, self.introspective_top_k)))
         for _ in range(self.max_steps_per_turn):
             self._fit_context()
+            # an export trained with env.rag_top_k > 0 is shown memories before every reply
+            self._report(steps, _recall_step(self.env.rag_retrieve()))
             text = self._reply(self.env.prompt_messages(), self.env.tools)
             result = self.env.step(text)
-            step = _agent_step(text, result)
-            steps.append(step)
-            if self.on_step is not None:
-                self.on_step(step)
+            self._report(steps, _agent_step(text, result))
             if result.done:
                 return AgentReply(result.answer, steps, self.env.context_tokens())
         return AgentReply(None, steps, self.env.context_tokens())
@@ -233,6 +237,13 @@ class MemoryAgent:
         self.close()
 
     # ------------------------------------------------------------------------------------ internals
+    def _report(self, steps: list[AgentStep], step: AgentStep | None) -> None:
+        if step is None:
+            return
+        steps.append(step)
+        if self.on_step is not None:
+            self.on_step(step)
+
     def _reply(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> str:
         from rollouts.engines.base import derive_seed
 
@@ -290,6 +301,20 @@ def load_exported_model(directory: Path, device: str = "auto") -> PreTrainedMode
 
         model = PeftModel.from_pretrained(model, directory / "adapter").merge_and_unload()
     return model.to(resolve_device(device)).eval()
+
+
+def _recall_step(record: RetrievalRecord | None) -> AgentStep | None:
+    """Memories the environment retrieved for the policy, as one automatic step (None when nothing was shown)."""
+    if record is None:
+        return None
+    memories = [
+        {"memory_id": i, "content": c, "score": round(s, 4)}
+        for i, c, s in zip(record.memory_ids, record.contents, record.scores)
+    ]
+    count = f"{len(memories)} memor{'y' if len(memories) == 1 else 'ies'}"
+    payload = {"ok": True, "message": f"{count} shown before the reply", "memories": memories}
+    event = ToolEvent("Retrieve_memory", {"query": record.query, "top_k": record.top_k}, True, payload)
+    return AgentStep("", None, [event], automatic=True)
 
 
 def _agent_step(text: str, result: StepResult) -> AgentStep:

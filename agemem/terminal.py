@@ -24,7 +24,11 @@ _PREVIEW_CHARS = 160
 
 def print_step(console: Console, step: AgentStep) -> None:
     """One reply of the policy: each tool call with its result, and any format problem."""
-    for event in step.tool_events:
+    for event in step.tool_events if step.automatic else []:
+        console.print(f"  [magenta]↺ recalled for the policy: {escape(str(event.result.get('message', '')))}[/magenta]")
+        for memory in event.result.get("memories", [])[:5]:
+            console.print(f"    [dim]· {escape(_clip(str(memory.get('content', ''))))}[/dim]")
+    for event in step.tool_events if not step.automatic else []:
         arguments = json.dumps(event.arguments, ensure_ascii=False)
         status = "ok" if event.ok else "error"
         message = str(event.result.get("message", ""))

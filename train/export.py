@@ -312,6 +312,8 @@ def agent_settings(config: AgeMemConfig, source: dict[str, Any]) -> dict[str, An
         "env": env,
         "sampling": to_dict(config.sampling),
         "max_steps_per_turn": max(config.rollout.max_steps_per_turn, config.rollout.stage3_max_steps),
+        # memories shown for each incoming message, as Stage 1 showed them in training (0: off)
+        "introspective_top_k": config.rollout.introspective_top_k if config.rollout.stage1_mode == "turns" else 0,
         "source": source,
     }
 

@@ -36,15 +36,24 @@ def test_a_fact_stored_in_one_session_is_retrieved_in_the_next(tmp_path, qwen_to
         assert (name, ok, arguments["content"]) == ("Add_memory", True, "my locker number is 317.")
         assert seen == reply.steps  # on_step saw every reply as it happened
         assert [m.content for m in first.memories()] == ["my locker number is 317."]
+    # a new process would see the same file; the export's Stage-1 introspection (top 3) shows the memory first
     policy = ScriptedMemoryPolicy()
-    with _agent(policy, qwen_tokenizer, minilm, memory) as second:  # a new process would see the same file
+    with _agent(policy, qwen_tokenizer, minilm, memory) as second:
         reply = second.chat("What is my locker number?")
+        recall, answer = reply.steps
+        assert recall.automatic and recall.tool_events[0].result["memories"][0]["content"] == "my locker number is 317."
+        assert not answer.tool_events and reply.answer == "my locker number is 317."
+    # the second session started from a fresh context: system prompt, the question, the recalled memory
+    assert [m["role"] for m in policy.calls[0]] == ["system", "user", "tool"]
+    # trained without introspection, the policy retrieves by itself
+    settings = _settings("rollout.introspective_top_k=0")
+    with _agent(ScriptedMemoryPolicy(), qwen_tokenizer, minilm, memory, settings=settings) as third:
+        reply = third.chat("What is my locker number?")
         assert [e.name for step in reply.steps for e in step.tool_events] == ["Retrieve_memory"]
+        assert not any(step.automatic for step in reply.steps)
         assert reply.answer == "my locker number is 317."
         retrieved = reply.steps[0].tool_events[0].result["memories"]
         assert retrieved[0]["content"] == "my locker number is 317."
-    # the second session started from a fresh context: its first prompt holds only the system prompt and the question
-    assert [m["role"] for m in policy.calls[0]] == ["system", "user"]
 
 
 def test_users_have_separate_memories_in_one_file(tmp_path, qwen_tokenizer, minilm):

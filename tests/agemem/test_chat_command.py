@@ -30,7 +30,12 @@ def exported(tmp_path_factory):
     model, tokenizer = load_policy(PolicyConfig(device="cpu"))
     model.save_pretrained(root / "tiny")
     tokenizer.save_pretrained(root / "tiny")
-    export_policy(root / "tiny", root / "export", ExportSettings(check=False), overrides=["sampling.max_tokens=8"])
+    export_policy(
+        root / "tiny",
+        root / "export",
+        ExportSettings(check=False),
+        overrides=["sampling.max_tokens=8", "rollout.introspective_top_k=0"],
+    )
     return root / "export", tokenizer
 
 
@@ -112,3 +117,22 @@ def test_the_local_exported_model_chats_and_a_busy_memory_file_is_refused(export
     local.expect(pexpect.EOF)
     local.close()
     assert local.exitstatus == 0
+
+
+def test_the_terminal_shows_recalled_memories_tool_calls_and_format_problems():
+    from rich.console import Console
+
+    from agemem.agent import AgentStep, ToolEvent
+    from agemem.terminal import print_step
+
+    console = Console(record=True, width=200, color_system=None)
+    recalled = {"message": "1 memory shown before the reply", "memories": [{"content": "locker 317"}]}
+    print_step(
+        console, AgentStep("", None, [ToolEvent("Retrieve_memory", {"query": "q"}, True, recalled)], automatic=True)
+    )
+    failed = ToolEvent("Delete_memory", {"memory_id": "mem_x"}, False, {"ok": False, "message": "no memory with id"})
+    print_step(console, AgentStep("...", "t", [failed], violations=["invalid JSON in <tool_call>"]))
+    text = console.export_text()
+    assert "↺ recalled for the policy: 1 memory shown before the reply" in text and "· locker 317" in text
+    assert '⚙ Delete_memory {"memory_id": "mem_x"}' in text and "→ error: no memory with id" in text
+    assert "! format: invalid JSON in <tool_call>" in text
