@@ -164,7 +164,9 @@ def _cmd_export(args: argparse.Namespace) -> int:
             device=args.device,
         )
         with console.status(f"exporting {args.checkpoint} → {args.out}"):
-            report = export_policy(args.checkpoint, args.out, settings, overrides=args.overrides)
+            report = export_policy(
+                args.checkpoint, args.out, settings, overrides=args.overrides, config_file=args.config
+            )
     except ExportError as err:
         console.print(f"agemem export: {err}", markup=False)
         return 2
@@ -345,6 +347,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     export.add_argument("--no-check", action="store_true", help="skip the reload and scripted-conversation check")
     export.add_argument("--device", default="cpu", help="where the model is loaded for the export (cpu, cuda, auto)")
+    export.add_argument("--config", help="the YAML a checkpoint outside its run was trained with (a run has its own)")
     export.add_argument("overrides", nargs="*", metavar="key.sub=value", help="overrides of the run's config.json")
     handlers["export"] = _cmd_export
 

@@ -131,16 +131,17 @@ def export_policy(
     settings: ExportSettings = ExportSettings(),
     *,
     overrides: list[str] | None = None,
+    config_file: str | Path | None = None,
 ) -> ExportReport:
     """Export the policy at ``checkpoint`` (a training run, a ``checkpoints/step_N`` directory, its ``policy/``
     folder, a LoRA adapter or a model directory) to ``out``; see the module docstring for the layout.
 
-    ``overrides``: dotted config overrides on top of the run's ``config.json`` (for example
-    ``env.system_prompt=...`` when the checkpoint sits outside its run directory).
+    The settings (base model, env, sampling) come from the run's ``config.json``; a checkpoint outside a run
+    takes them from ``config_file`` (the YAML it was trained with), else the defaults; dotted ``overrides`` go last.
     """
     started = time.perf_counter()
     out = Path(out).expanduser()
-    source = _locate(Path(checkpoint).expanduser(), overrides or [])
+    source = _locate(Path(checkpoint).expanduser(), overrides or [], config_file)
     _check_destination(out, source, settings.force)
     staging = out.parent / f".{out.name}.export-tmp"
     if staging.exists():  # left by an interrupted export
@@ -165,7 +166,7 @@ def export_policy(
 # --------------------------------------------------------------------------------------------- source
 
 
-def _locate(path: Path, overrides: list[str]) -> _Source:
+def _locate(path: Path, overrides: list[str], config_file: str | Path | None) -> _Source:
     from eval.models import _training_layout, resolve_model
     from train.checkpoint import read_trainer_state
 
@@ -175,19 +176,27 @@ def _locate(path: Path, overrides: list[str]) -> _Source:
             "directory, its policy/ folder, a LoRA adapter or a Hugging Face model directory"
         )
     _, run_dir, checkpoint = _training_layout(path)
-    config = _run_config(run_dir, overrides)
+    config = _run_config(run_dir, overrides, config_file)
     resolved = resolve_model(str(path), config)  # works on a copy: ``config`` stays the run's, for the card
     step = read_trainer_state(checkpoint).step if checkpoint is not None else None
     base = config.policy.model if run_dir is not None else resolved.config.policy.model
     return _Source(resolved, config, run_dir, checkpoint, step, base)
 
 
-def _run_config(run_dir: Path | None, overrides: list[str]) -> AgeMemConfig:
-    """The training run's config (``config.json``) with ``overrides``; the defaults outside a run."""
-    from agemem.configlib import parse_override, set_dotted, validate_tree
+def _run_config(run_dir: Path | None, overrides: list[str], config_file: str | Path | None) -> AgeMemConfig:
+    """The training run's config (``config.json``), else ``config_file``, else the defaults; then ``overrides``."""
+    from agemem.configlib import parse_override, read_yaml, set_dotted, validate_tree
 
     tree: dict[str, Any] = {}
-    if run_dir is not None and (run_dir / "config.json").is_file():
+    in_run = run_dir is not None and (run_dir / "config.json").is_file()
+    if config_file is not None and in_run:
+        raise ExportError(
+            f"--config {str(config_file)!r}: the checkpoint's run already records its config ({run_dir}/config.json); "
+            "drop --config, or change single values with dotted overrides"
+        )
+    if config_file is not None:
+        tree = read_yaml(config_file)
+    if in_run:
         try:
             tree = json.loads((run_dir / "config.json").read_text())
         except ValueError as err:

@@ -206,3 +206,18 @@ def test_bad_sources_are_clear_errors(tmp_path):
     empty.mkdir()
     with pytest.raises(Exception, match="neither a model"):
         export_policy(empty, tmp_path / "out", FAST)
+
+
+def test_a_checkpoint_outside_its_run_takes_its_settings_from_config(full_run, tmp_path):
+    import shutil
+
+    loose = tmp_path / "loose"
+    shutil.copytree(next((full_run / "checkpoints").iterdir()) / "policy", loose)  # no run around it
+    export_policy(loose, tmp_path / "export", FAST, config_file="configs/learn_cpu.yaml", overrides=["seed=3"])
+    settings = json.loads((tmp_path / "export" / "agemem.json").read_text())
+    learn_cpu = load_config(AgeMemConfig, "configs/learn_cpu.yaml")
+    assert settings["env"]["system_prompt"] == learn_cpu.env.system_prompt
+    assert settings["sampling"]["temperature"] == learn_cpu.sampling.temperature
+    assert settings["source"]["kind"] == "hf" and settings["source"]["step"] is None
+    with pytest.raises(ExportError, match="already records its config"):
+        export_policy(full_run, tmp_path / "export2", FAST, config_file="configs/learn_cpu.yaml")
