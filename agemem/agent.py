@@ -23,23 +23,29 @@ The policy runs locally with transformers, or on an OpenAI-compatible endpoint s
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agemem.configlib import from_dict, validate_tree
+import agemem
+from agemem.configlib import ConfigError, from_dict, to_dict, validate_tree
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-    from agemem.config import EnvConfig
+    from agemem.config import AgeMemConfig, EnvConfig
     from agemem.encoders import Encoder
     from agemem.env import RetrievalRecord, StepResult
     from agemem.ltm import MemoryEntry
     from rollouts.engines.base import SamplingParams
     from rollouts.engines.chat import ChatModel
 
+EXPORT_FORMAT = "agemem-export/1"
+"""``format`` of ``agemem.json``: bumped when the agent settings change incompatibly."""
+AGENT_FILE = "agemem.json"
+"""the agent settings file of an export directory."""
 DEFAULT_MEMORY = "memory.sqlite"
 """the LTM file :meth:`MemoryAgent.from_pretrained` opens when none is named."""
 _NO_ANSWER = "(no answer: the step budget ran out; ask again or raise max_steps_per_turn)"
@@ -154,7 +160,6 @@ class MemoryAgent:
         with ``endpoint`` (an OpenAI-compatible API root such as ``http://localhost:8000/v1``), served there as
         ``served_model`` (default: the directory path, the name ``vllm serve <dir>`` gives it)."""
         from agemem.chat import load_tokenizer
-        from train.export import load_agent_settings
 
         directory = Path(directory).expanduser()
         settings = load_agent_settings(directory)
@@ -182,7 +187,6 @@ class MemoryAgent:
     ) -> MemoryAgent:
         """The agent of an export directory's settings over a model already in memory."""
         from rollouts.engines.transformers_engine import TransformersEngine
-        from train.export import load_agent_settings
 
         settings = load_agent_settings(directory)
         engine = TransformersEngine(model, tokenizer, batch_size=1)
@@ -324,3 +328,39 @@ def _agent_step(text: str, result: StepResult) -> AgentStep:
         for call, tool in zip(parsed.tool_calls, result.tool_results, strict=False)
     ]
     return AgentStep(text, parsed.thought, events, [v.detail or v.kind for v in parsed.violations], result.answer)
+
+
+# --------------------------------------------------------------------------------------------- agemem.json
+
+
+def agent_settings(config: AgeMemConfig, source: dict[str, Any]) -> dict[str, Any]:
+    """The content of ``agemem.json``: how to run the policy as it was trained."""
+    env = to_dict(config.env)
+    env["context"]["tokenizer"] = ""  # the export's own tokenizer counts the context
+    return {
+        "format": EXPORT_FORMAT,
+        "agemem_version": agemem.__version__,
+        "env": env,
+        "sampling": to_dict(config.sampling),
+        "max_steps_per_turn": max(config.rollout.max_steps_per_turn, config.rollout.stage3_max_steps),
+        # memories shown for each incoming message, as Stage 1 showed them in training (0: off)
+        "introspective_top_k": config.rollout.introspective_top_k if config.rollout.stage1_mode == "turns" else 0,
+        "source": source,
+    }
+
+
+def load_agent_settings(directory: str | Path) -> dict[str, Any]:
+    """``agemem.json`` of an exported directory, checked."""
+    path = Path(directory) / AGENT_FILE
+    if not path.is_file():
+        raise ConfigError(
+            f"{str(directory)!r} has no {AGENT_FILE}: it is not an AgeMem export; run `agemem export --checkpoint "
+            "<run> --out <dir>` first (a plain model directory lacks the tools, prompt and env settings)"
+        )
+    try:
+        data = json.loads(path.read_text())
+    except ValueError as err:
+        raise ConfigError(f"{path} is not valid JSON ({err}); export the checkpoint again") from err
+    if data.get("format") != EXPORT_FORMAT:
+        raise ConfigError(f"{path} has format {data.get('format')!r}; this agemem reads {EXPORT_FORMAT!r}")
+    return data

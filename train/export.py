@@ -38,16 +38,15 @@ from typing import TYPE_CHECKING, Any, Literal
 import yaml
 
 import agemem
+from agemem.agent import AGENT_FILE, agent_settings
 from agemem.config import AgeMemConfig
-from agemem.configlib import ConfigError, from_dict, to_dict
+from agemem.configlib import from_dict, to_dict
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
     from eval.models import ResolvedModel
 
-EXPORT_FORMAT = "agemem-export/1"
-AGENT_FILE = "agemem.json"
 TOOLS_FILE = "agemem_tools.json"
 PROMPT_FILE = "system_prompt.txt"
 CARD_FILE = "README.md"
@@ -151,7 +150,7 @@ def export_policy(
         model, tokenizer, report = _write_weights(source, staging, settings)
         _write_agent_files(source, staging, tokenizer, settings, report, out)
         if settings.check:
-            report.check = check_export(staging, model, adapter_base=source if report.adapter else None)
+            report.check = check_export(staging, model, with_adapter=report.adapter)
             _write_json(_inside(staging, CHECK_FILE), report.check)
         report.files = sorted(str(p.relative_to(staging)) for p in staging.rglob("*") if p.is_file())
         _publish(staging, out)
@@ -309,22 +308,6 @@ def _point_adapter_at(adapter_config: Path) -> None:
 
 
 # --------------------------------------------------------------------------------------------- agent files
-
-
-def agent_settings(config: AgeMemConfig, source: dict[str, Any]) -> dict[str, Any]:
-    """The content of ``agemem.json``: how to run the policy as it was trained."""
-    env = to_dict(config.env)
-    env["context"]["tokenizer"] = ""  # the export's own tokenizer counts the context
-    return {
-        "format": EXPORT_FORMAT,
-        "agemem_version": agemem.__version__,
-        "env": env,
-        "sampling": to_dict(config.sampling),
-        "max_steps_per_turn": max(config.rollout.max_steps_per_turn, config.rollout.stage3_max_steps),
-        # memories shown for each incoming message, as Stage 1 showed them in training (0: off)
-        "introspective_top_k": config.rollout.introspective_top_k if config.rollout.stage1_mode == "turns" else 0,
-        "source": source,
-    }
 
 
 def _write_agent_files(
@@ -508,7 +491,7 @@ def _fmt(value: Any) -> str:
 
 
 def check_export(
-    directory: Path, exported: PreTrainedModel | None = None, *, adapter_base: _Source | None = None
+    directory: Path, exported: PreTrainedModel | None = None, *, with_adapter: bool = False
 ) -> dict[str, Any]:
     """Reload ``directory`` with plain transformers, compare logits with ``exported`` on a fixed prompt, and run
     one scripted-input conversation through the memory environment; raises :class:`ExportError` on a mismatch."""
@@ -520,7 +503,7 @@ def check_export(
     started = time.perf_counter()
     tokenizer = AutoTokenizer.from_pretrained(directory)
     reloaded = AutoModelForCausalLM.from_pretrained(directory, dtype="auto").eval()
-    if adapter_base is not None:
+    if with_adapter:
         from peft import PeftModel
 
         reloaded = PeftModel.from_pretrained(reloaded, directory / ADAPTER_DIR).eval()
@@ -619,20 +602,3 @@ def _publish(staging: Path, out: Path) -> None:
         data = json.loads(path.read_text())
         data["base_model_name_or_path"] = str(out.resolve())  # PEFT resolves it from the working directory
         path.write_text(json.dumps(data, indent=2))
-
-
-def load_agent_settings(directory: str | Path) -> dict[str, Any]:
-    """``agemem.json`` of an exported directory, checked."""
-    path = Path(directory) / AGENT_FILE
-    if not path.is_file():
-        raise ConfigError(
-            f"{str(directory)!r} has no {AGENT_FILE}: it is not an AgeMem export; run `agemem export --checkpoint "
-            "<run> --out <dir>` first (a plain model directory lacks the tools, prompt and env settings)"
-        )
-    try:
-        data = json.loads(path.read_text())
-    except ValueError as err:
-        raise ConfigError(f"{path} is not valid JSON ({err}); export the checkpoint again") from err
-    if data.get("format") != EXPORT_FORMAT:
-        raise ConfigError(f"{path} has format {data.get('format')!r}; this agemem reads {EXPORT_FORMAT!r}")
-    return data

@@ -7,11 +7,10 @@ from __future__ import annotations
 import pytest
 
 import agemem
-from agemem.agent import AgentError, MemoryAgent
+from agemem.agent import AgentError, MemoryAgent, agent_settings
 from agemem.config import AgeMemConfig
 from agemem.configlib import load_config
 from tests.agemem.memory_policy import ScriptedMemoryPolicy
-from train.export import agent_settings
 
 
 def _settings(*overrides: str) -> dict:
