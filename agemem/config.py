@@ -613,6 +613,9 @@ class LearnConfig:
     """run seeds; each trains its own tokenizer, model, warm start and GRPO run on its own task sets."""
     sft_tasks: int = 1000
     """synthetic tasks the expert demonstrates for the warm start (one demonstration each)."""
+    sft_drills: int = 1000
+    """reading drills: tasks a careful expert plays whose final answer, read from the memories it retrieved, is added
+    to the SFT data (loss on that answer only); they teach reading, not when to store or retrieve. 0 = none."""
     eval_tasks: int = 200
     """held-out synthetic tasks scored before and after GRPO (the same set for every seed)."""
     eval_seed: int = 999_999
@@ -627,10 +630,16 @@ class LearnConfig:
     """expert: probability of storing a Stage-2 distractor (a mistake)."""
     expert_retrieve: float = 0.6
     """expert: probability of retrieving before answering."""
+    expert_quote_evidence: bool = False
+    """expert: an answer's thought quotes the sentence the value is read from (reading becomes copying)."""
+    expert_whole_message: bool = False
+    """expert: store a kept Stage-1 message whole (lead-in included) rather than its bare paragraphs."""
     copy_steps: int = 2000
     """warm start, first phase: optimizer steps on random-token copy batches (train/copy_task.py); 0 = skip."""
     copy_learning_rate: float = 1e-3
     """warm start, first phase: learning rate."""
+    copy_word_share: float = 0.5
+    """copy sequences (both phases) whose span is made of recurring words, so the copy must keep its place."""
     sft_copy_share: float = 0.5
     """warm start, imitation phase: copy sequences mixed in per demonstration row (keeps the copy circuit)."""
     sft_epochs: float = 2.0
@@ -643,11 +652,15 @@ class LearnConfig:
     def validate(self) -> None:
         if not self.seeds or len(set(self.seeds)) != len(self.seeds):
             raise ConfigError(f"learn.seeds={self.seeds} must be a non-empty list of distinct integers")
+        if not 0.0 <= self.copy_word_share <= 1.0:
+            raise ConfigError(f"learn.copy_word_share={self.copy_word_share} is a share; use a value in [0, 1]")
         if self.copy_steps < 0 or self.copy_learning_rate <= 0 or self.sft_copy_share < 0:
             raise ConfigError(
                 f"learn.copy_steps={self.copy_steps} must be >= 0, learn.copy_learning_rate={self.copy_learning_rate} "
                 f"> 0 and learn.sft_copy_share={self.sft_copy_share} >= 0"
             )
+        if self.sft_drills < 0:
+            raise ConfigError(f"learn.sft_drills={self.sft_drills} must be >= 0 (0: no reading drills)")
         for name in ("sft_tasks", "eval_tasks", "tokenizer_tasks", "sft_batch_size"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"learn.{name}={getattr(self, name)} must be >= 1")

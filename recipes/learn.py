@@ -4,7 +4,8 @@ For each run seed, top to bottom:
 
 1. tokenizer   — a byte-level BPE trained on synthetic-task text and the tool protocol;
 2. demonstrate — a scripted, imperfect expert plays the SFT tasks (it stores facts, retrieves and
-                 avoids distractors only some of the time);
+                 avoids distractors only some of the time); a careful one plays the reading drills
+                 (only their final answer, read from retrieved memories, is trained on);
 3. warm start  — a small random Qwen2 model learns to copy (random-token copy task), then imitates
                  the demonstrations with copy sequences mixed in (TRL SFTTrainer);
 4. evaluate    — the warm start plays the held-out tasks;
@@ -45,6 +46,9 @@ REPORT_METRICS = (
     ("generated_tokens", "generated tokens"),
     ("violations", "format violations"),
 )
+READING_DRILL_HABITS = (1.0, 0.0, 1.0)
+"""the reading drills' expert stores every fact, no distractor, and always retrieves: each drill ends with a
+correct answer read from retrieved memories (only that answer is trained on, train.sft.reading_drill_dataset)."""
 TOKENIZER_DEMOS = 64
 """tokenizer-corpus tasks also played by the expert, so the tool-call and tool-response text is in the corpus."""
 
@@ -57,11 +61,12 @@ class TaskSeeds:
     grpo: int
     tokenizer: int
     eval: int
+    drill: int
 
     @classmethod
     def derive(cls, config: AgeMemConfig, run_seed: int) -> TaskSeeds:
         base = 1000 * (run_seed + 1)
-        return cls(sft=base + 1, grpo=base + 2, tokenizer=base + 3, eval=config.learn.eval_seed)
+        return cls(sft=base + 1, grpo=base + 2, tokenizer=base + 3, eval=config.learn.eval_seed, drill=base + 4)
 
 
 def learn(config: AgeMemConfig, *, progress: bool = True) -> dict[str, Any]:
@@ -94,9 +99,13 @@ def run_seed(config: AgeMemConfig, seed: int, out: Path, encoder: Encoder, *, pr
     # 2. demonstrations
     sft_tasks = _tasks(config, config.learn.sft_tasks, seeds.sft)
     demos = _stage_demonstrations(config, seed, sft_tasks, tokenizer, out / "demonstrations.jsonl", encoder)
+    drill_tasks = _tasks(config, config.learn.sft_drills, seeds.drill) if config.learn.sft_drills else []
+    drills = _stage_demonstrations(
+        config, seed, drill_tasks, tokenizer, out / "drills.jsonl", encoder, habits=READING_DRILL_HABITS
+    )
     timer.lap("demonstrate")
     # 3. warm start
-    warm = _stage_warm_start(config, seed, tokenizer, demos, out / "warm_start", progress=progress)
+    warm = _stage_warm_start(config, seed, tokenizer, demos, drills, out / "warm_start", progress=progress)
     timer.lap("warm_start")
     # 4. evaluate the warm start
     eval_tasks = _tasks(config, config.learn.eval_tasks, seeds.eval)
@@ -135,18 +144,41 @@ def _tasks(config: AgeMemConfig, count: int, generator_seed: int) -> list[Task]:
     return load_tasks(replace(config.data, source="synthetic", limit=0, synthetic=synthetic))
 
 
-def _play_expert(config: AgeMemConfig, seed: int, tasks: list[Task], tokenizer, encoder: Encoder) -> list[Trajectory]:
-    """The expert plays each task once; its responses are encoded with ``tokenizer``."""
+def _play_expert(
+    config: AgeMemConfig,
+    seed: int,
+    tasks: list[Task],
+    tokenizer,
+    encoder: Encoder,
+    habits: tuple[float, float, float] | None = None,
+) -> list[Trajectory]:
+    """The expert plays each task once; its responses are encoded with ``tokenizer``. ``habits``:
+    (store fact, store distractor, retrieve) probabilities instead of the config's imperfect ones."""
     from agemem.chat import end_of_turn_ids
     from rollouts.build import build_driver, build_resources, distractors_for
     from rollouts.expert import ExpertEngine, ExpertHabits, SyntheticExpert
 
+    if not tasks:
+        return []
     learn_cfg = config.learn
-    habits = ExpertHabits(
-        learn_cfg.expert_store_fact, learn_cfg.expert_store_distractor, learn_cfg.expert_retrieve, seed=seed
+    store_fact, store_distractor, retrieve = habits or (
+        learn_cfg.expert_store_fact,
+        learn_cfg.expert_store_distractor,
+        learn_cfg.expert_retrieve,
+    )
+    expert = SyntheticExpert(
+        tasks,
+        ExpertHabits(
+            store_fact,
+            store_distractor,
+            retrieve,
+            seed=seed,
+            whole_message=learn_cfg.expert_whole_message,
+            quote_evidence=learn_cfg.expert_quote_evidence,
+        ),
     )
     play = replace(config, rollout=replace(config.rollout, rollouts_per_task=1))
-    engine = ExpertEngine(tokenizer, SyntheticExpert(tasks, habits), end_of_turn_ids(tokenizer)[0])
+    engine = ExpertEngine(tokenizer, expert, end_of_turn_ids(tokenizer)[0])
     driver = build_driver(play, engine, tokenizer, build_resources(play, tokenizer, encoder=encoder), progress=False)
     return driver.run(tasks, distractors_for(play, tasks, encoder)).trajectories
 
@@ -171,13 +203,19 @@ def _stage_tokenizer(config: AgeMemConfig, seeds: TaskSeeds, directory: Path, en
 
 
 def _stage_demonstrations(
-    config: AgeMemConfig, seed: int, tasks: list[Task], tokenizer, path: Path, encoder: Encoder
+    config: AgeMemConfig,
+    seed: int,
+    tasks: list[Task],
+    tokenizer,
+    path: Path,
+    encoder: Encoder,
+    habits: tuple[float, float, float] | None = None,
 ) -> list[Trajectory]:
     from rollouts.records import TrajectoryWriter, read_trajectories
 
     if path.exists():
         return list(read_trajectories(path))
-    trajectories = _play_expert(config, seed, tasks, tokenizer, encoder)
+    trajectories = _play_expert(config, seed, tasks, tokenizer, encoder, habits)
     tmp = path.with_suffix(".tmp")
     with TrajectoryWriter(tmp) as writer:
         for trajectory in trajectories:
@@ -187,7 +225,14 @@ def _stage_demonstrations(
 
 
 def _stage_warm_start(
-    config: AgeMemConfig, seed: int, tokenizer, demos: list[Trajectory], directory: Path, *, progress: bool
+    config: AgeMemConfig,
+    seed: int,
+    tokenizer,
+    demos: list[Trajectory],
+    drills: list[Trajectory],
+    directory: Path,
+    *,
+    progress: bool,
 ) -> Path:
     import torch
     from transformers import Qwen2ForCausalLM
@@ -206,7 +251,13 @@ def _stage_warm_start(
     learn_cfg = config.learn
     metrics: dict[str, Any] = {}
     if learn_cfg.copy_steps:  # a random model first learns to copy; imitation alone never got there on a CPU
-        copying = CopySettings(learn_cfg.copy_steps, learn_cfg.copy_learning_rate, seed=seed, progress=progress)
+        copying = CopySettings(
+            learn_cfg.copy_steps,
+            learn_cfg.copy_learning_rate,
+            word_share=learn_cfg.copy_word_share,
+            seed=seed,
+            progress=progress,
+        )
         metrics.update(induction_warmup(model, tokenizer, copying))
     settings = SFTSettings(
         epochs=learn_cfg.sft_epochs,
@@ -214,10 +265,11 @@ def _stage_warm_start(
         batch_size=learn_cfg.sft_batch_size,
         seed=seed,
         copy_share=learn_cfg.sft_copy_share,
+        copy_word_share=learn_cfg.copy_word_share,
         progress=progress,
     )
     staging = directory.with_name(directory.name + ".tmp")
-    metrics.update(supervised_warm_start(model, tokenizer, demos, settings, staging))
+    metrics.update(supervised_warm_start(model, tokenizer, demos, settings, staging, drills=drills))
     (staging / "sft_metrics.json").write_text(json.dumps(metrics, indent=2))
     staging.replace(directory)
     return directory

@@ -75,6 +75,12 @@ class ExpertHabits:
     """probability of retrieving before answering the Stage-3 question."""
     seed: int = 0
     """seed of the expert's coin flips."""
+    quote_evidence: bool = False
+    """the answer's thought quotes the sentence the value is read from ("X has a pet gecko."), so the answer
+    is a copy of the word that follows the quoted words in the retrieved memory."""
+    whole_message: bool = False
+    """store a Stage-1 message as it came (lead-in included) in one entry instead of its bare paragraphs:
+    the content to copy then starts right after the user tag, which a small model finds without searching."""
 
     def __post_init__(self) -> None:
         for name in ("store_fact", "store_distractor", "retrieve"):
@@ -120,13 +126,20 @@ class SyntheticExpert:
         kept = [text for text, (task, title) in facts if self._flip(task, f"fact:{title}", self.habits.store_fact)]
         if not kept:
             return answer_text("Not needed.", "OK")
+        if self.habits.whole_message:
+            return tool_call_text("Worth keeping.", [("Add_memory", {"content": message})])
         return tool_call_text("Worth keeping.", [("Add_memory", {"content": text}) for text in kept])
 
     def _answer_question(self, task: Task, conversation: list[dict[str, str]], acted: bool) -> str:
         if not acted and self._flip(task, "retrieve", self.habits.retrieve):
             return tool_call_text("Check memory.", [("Retrieve_memory", {"query": task.question})])
         visible = "\n".join(m["content"] for m in conversation[1:])
-        return answer_text("Answer.", visible_answer(task, visible))
+        evidence = visible_evidence(task, visible)
+        if evidence is None:
+            return answer_text("Answer.", UNKNOWN_ANSWER)
+        value, sentence = evidence
+        # quoting the sentence turns reading into copying: the value follows the quoted words in context
+        return answer_text(sentence if self.habits.quote_evidence else "Answer.", value)
 
     def _flip(self, task: Task, decision: str, probability: float) -> bool:
         digest = hashlib.blake2b(f"{self.habits.seed}:{task.id}:{decision}".encode(), digest_size=8).digest()
@@ -136,15 +149,23 @@ class SyntheticExpert:
 def visible_answer(task: Task, visible: str) -> str:
     """What a reader of ``visible`` answers: the asked person's value of the asked attribute if a
     sentence states it, else the value stated for the most similar-looking name, else ``unknown``."""
+    evidence = visible_evidence(task, visible)
+    return evidence[0] if evidence is not None else UNKNOWN_ANSWER
+
+
+def visible_evidence(task: Task, visible: str) -> tuple[str, str] | None:
+    """``(value, sentence)`` :func:`visible_answer` reads its answer from, or None when nothing states it."""
     attribute = BY_NAME[task.metadata["attribute"]]
     entity = task.metadata["entity"]
     pattern = re.escape(attribute.fact).replace(re.escape("{entity}"), r"(?P<entity>[A-Z][a-z]+ [A-Z][a-z]+)")
     pattern = pattern.replace(re.escape("{value}"), "(?P<value>" + "|".join(map(re.escape, attribute.values)) + ")")
-    stated = [(m["entity"], m["value"]) for m in re.finditer(pattern, visible)]
+    stated = [(m["entity"], m["value"], m.group(0)) for m in re.finditer(pattern, visible)]
     if not stated:
-        return UNKNOWN_ANSWER
-    _, value = max(stated, key=lambda nv: (nv[0] == entity, difflib.SequenceMatcher(None, nv[0], entity).ratio()))
-    return value
+        return None
+    _, value, sentence = max(
+        stated, key=lambda nvs: (nvs[0] == entity, difflib.SequenceMatcher(None, nvs[0], entity).ratio())
+    )
+    return value, sentence
 
 
 @dataclass

@@ -16,7 +16,12 @@ so the circuit forms within about a thousand small steps. Two uses:
   is kept and extends to the distances the tasks need instead of being overwritten.
 
 In both, a sequence is ``prefix · S · middle · S`` (``S`` a random span); the loss covers the
-second ``S`` from its second token on (its first token cannot be predicted):
+second ``S`` from its second token on (its first token cannot be predicted). In a share of the
+sequences ``S`` is made of a few short "words" that recur inside it, as a person's name recurs in a
+fact ("Miku Ze: Miku Ze lives in Lima."): there the previous token does not tell where the copy is, so
+the model must learn to keep its place instead of jumping to another occurrence (trained on unique
+random spans only, the warm start copied a demonstration's message exactly in 47% of cases, skipping
+from one occurrence of a name to the next):
 
     L = -(1/|M|) Σ_{t∈M} log p(x_t | x_<t),   M = positions of the repeated span but its first.
 """
@@ -44,6 +49,8 @@ class CopySettings:
     """length range of the repeated span (inclusive); varying it rules out a fixed-offset shortcut."""
     gap: tuple[int, int] = (0, 40)
     """range of random tokens between the span and its repeat (inclusive)."""
+    word_share: float = 0.5
+    """share of sequences whose span is built from a few recurring words (see the module docstring)."""
     seed: int = 0
     """seed of the random sequences."""
     progress: bool = True
@@ -58,19 +65,44 @@ def copyable_token_ids(tokenizer: PreTrainedTokenizerBase) -> list[int]:
 
 
 def copy_sequence(
-    vocabulary_V: torch.Tensor, length: int, span: int, gap: int, generator: torch.Generator
+    vocabulary_V: torch.Tensor,
+    length: int,
+    span: int,
+    gap: int,
+    generator: torch.Generator,
+    *,
+    words: bool = False,
 ) -> tuple[list[int], list[int]]:
     """One ``prefix · S · middle · S`` sequence of ``length`` tokens (``|S| = span``, ``|middle| = gap``,
-    the prefix fills the rest) and its loss mask (1 on the second ``S`` but its first token)."""
+    the prefix fills the rest) and its loss mask (1 on the second ``S`` but its first token).
+    ``words``: ``S`` is drawn from a few recurring words (:func:`word_span`) instead of token by token."""
     import torch
 
     if length < 2 * span + gap:
         raise ValueError(f"a copy sequence of length {length} cannot hold 2 x span {span} + gap {gap}")
     first = length - 2 * span - gap  # where the first S starts: after the prefix
     ids = vocabulary_V[torch.randint(len(vocabulary_V), (length - span,), generator=generator)].tolist()
+    if words:
+        ids[first : first + span] = word_span(vocabulary_V, span, generator)
     ids += ids[first : first + span]
     mask = [0] * (length - span + 1) + [1] * (span - 1)
     return ids, mask
+
+
+def word_span(vocabulary_V: torch.Tensor, span: int, generator: torch.Generator) -> list[int]:
+    """``span`` tokens made of 2-5 "words" of 1-4 tokens each, each slot a word with probability 0.6 and
+    a lone random token otherwise, cut to ``span``: most tokens recur inside the span."""
+    import torch
+
+    def draw(count: int) -> list[int]:
+        return vocabulary_V[torch.randint(len(vocabulary_V), (count,), generator=generator)].tolist()
+
+    pool = [draw(_uniform((1, 4), generator)) for _ in range(_uniform((2, 5), generator))]
+    tokens: list[int] = []
+    while len(tokens) < span:
+        use_word = float(torch.rand((), generator=generator)) < 0.6
+        tokens += pool[_uniform((0, len(pool) - 1), generator)] if use_word else draw(1)
+    return tokens[:span]
 
 
 def copy_rows(
@@ -79,6 +111,7 @@ def copy_rows(
     *,
     lengths: tuple[int, int],
     span: tuple[int, int] = (8, 40),
+    word_share: float = 0.5,
     seed: int = 0,
 ) -> dict[str, list[list[int]]]:
     """``count`` copy sequences as SFT rows ``{input_ids, completion_mask}``; lengths, span sizes and
@@ -93,7 +126,8 @@ def copy_rows(
         longest = min(span[1], length // 2)
         size = _uniform((min(span[0], longest), longest), generator)
         gap = _uniform((0, length - 2 * size), generator)
-        ids, mask = copy_sequence(vocabulary, length, size, gap, generator)
+        words = _coin(word_share, generator)
+        ids, mask = copy_sequence(vocabulary, length, size, gap, generator, words=words)
         rows["input_ids"].append(ids)
         rows["completion_mask"].append(mask)
     return rows
@@ -109,7 +143,17 @@ def copy_batch(
     span = _uniform(settings.span, generator)
     gap = _uniform(settings.gap, generator)
     length = 2 * span + gap
-    rows = [copy_sequence(vocabulary_V, length, span, gap, generator) for _ in range(settings.batch_size)]
+    rows = [
+        copy_sequence(
+            vocabulary_V,
+            length,
+            span,
+            gap,
+            generator,
+            words=_coin(settings.word_share, generator),
+        )
+        for _ in range(settings.batch_size)
+    ]
     input_ids_BT = torch.tensor([ids for ids, _ in rows])
     mask_BT = torch.tensor([mask for _, mask in rows], dtype=torch.bool)
     return input_ids_BT, torch.where(mask_BT, input_ids_BT, torch.full_like(input_ids_BT, -100))
@@ -159,3 +203,10 @@ def _uniform(bounds: Sequence[int], generator: torch.Generator) -> int:
 
     low, high = bounds
     return int(torch.randint(low, high + 1, (1,), generator=generator))
+
+
+def _coin(probability: float, generator: torch.Generator) -> bool:
+    """True with ``probability``; draws nothing at 0, so word-free runs keep the random stream they always had."""
+    import torch
+
+    return probability > 0 and float(torch.rand((), generator=generator)) < probability

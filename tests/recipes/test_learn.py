@@ -14,6 +14,7 @@ from agemem.configlib import load_config
 
 FAST = [
     "learn.sft_tasks=24",
+    "learn.sft_drills=6",
     "learn.eval_tasks=4",
     "learn.tokenizer_tasks=60",
     "learn.vocab_size=400",
@@ -38,7 +39,8 @@ def learned(tmp_path_factory):
 
 def test_every_stage_leaves_its_output(learned):
     seed = learned / "seed_0"
-    for name in ("tokenizer", "demonstrations.jsonl", "warm_start", "eval_warm_start.jsonl", "grpo", "eval_grpo.jsonl"):
+    stages = ("tokenizer", "demonstrations.jsonl", "drills.jsonl", "warm_start", "eval_warm_start.jsonl", "grpo")
+    for name in (*stages, "eval_grpo.jsonl"):
         assert (seed / name).exists(), name
     result = json.loads((seed / "result.json").read_text())
     assert [row["step"] for row in result["reward_curve"]] == [1, 2]
@@ -49,7 +51,9 @@ def test_every_stage_leaves_its_output(learned):
     assert set(report["before"]) == set(report["after"])
     assert (learned / "learning.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     sft = json.loads((seed / "warm_start" / "sft_metrics.json").read_text())
-    assert sft["copy_steps"] == 4 and sft["copy_sequences"] == sft["sequences"] // 2  # sft_copy_share 0.5
+    assert 0 < sft["drill_sequences"] <= 6  # drills whose careful expert retrieved before answering
+    rows = sft["sequences"] + sft["drill_sequences"]
+    assert sft["copy_steps"] == 4 and sft["copy_sequences"] == round(rows / 2)  # sft_copy_share 0.5
 
 
 def test_grpo_changed_the_warm_start_weights(learned):

@@ -85,3 +85,25 @@ def test_parse_chatml_splits_roles_and_tool_responses(qwen_tokenizer):
     parsed = parse_chatml(render_chat(qwen_tokenizer, messages))
     assert [m["role"] for m in parsed] == ["system", "user", "assistant", "user"]
     assert parsed[3]["content"] == "<tool_response>\n{}\n</tool_response>"
+
+
+def test_whole_message_expert_stores_each_kept_message_verbatim(qwen_tokenizer, tasks):
+    habits = ExpertHabits(1.0, 0.0, 1.0, whole_message=True)
+    for trajectory, task in zip(play_expert(qwen_tokenizer, tasks, habits), tasks):
+        (entry,) = trajectory.final_memory  # the one Stage-1 message (all people in it), lead-ins included
+        assert all(p.text in entry["content"] for p in task.contexts)
+        assert (
+            entry["content"]
+            == trajectory.steps[0].prompt_text.rsplit("<|im_start|>user\n", 1)[1].split("<|im_end|>")[0]
+        )
+        assert trajectory.answer == task.answer  # the answer is read from the retrieved message
+
+
+def test_quoting_expert_thinks_the_supporting_sentence_before_the_value(qwen_tokenizer, tasks):
+    habits = ExpertHabits(1.0, 0.0, 1.0, quote_evidence=True)
+    for trajectory, task in zip(play_expert(qwen_tokenizer, tasks, habits), tasks):
+        final = trajectory.steps[-1]
+        assert final.thought is not None and final.thought.endswith(f"{task.answer}.")
+        assert task.metadata["entity"] in final.thought  # the asked person's own sentence, quoted from memory
+        assert final.thought in final.prompt_text  # ... word for word, so the value is a copy of what follows it
+        assert trajectory.answer == task.answer

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import torch
@@ -9,7 +10,15 @@ import torch
 from agemem.config import PolicyConfig
 from rollouts.policy import tiny_qwen2_config
 from rollouts.task_tokenizer import TAG_TOKENS, train_task_tokenizer
-from train.copy_task import CopySettings, copy_batch, copy_rows, copy_sequence, copyable_token_ids, induction_warmup
+from train.copy_task import (
+    CopySettings,
+    copy_batch,
+    copy_rows,
+    copy_sequence,
+    copyable_token_ids,
+    induction_warmup,
+    word_span,
+)
 
 
 def _tokenizer():
@@ -25,6 +34,26 @@ def test_copy_sequence_repeats_the_span_and_masks_all_but_its_first_token():
     assert ids[15:20] == ids[7:12]
     assert mask == [0] * 16 + [1] * 4
     assert all(100 <= i < 200 for i in ids)
+
+
+def test_word_spans_recur_inside_themselves_and_are_copied_whole():
+    vocabulary_V = torch.arange(1000, 9000)  # 8,000 ids: unique random spans would almost never repeat a token
+    generator = torch.Generator().manual_seed(1)
+    spans = [word_span(vocabulary_V, 24, generator) for _ in range(200)]
+    assert all(len(span) == 24 and all(1000 <= t < 9000 for t in span) for span in spans)
+    repeated = [sum(span.count(t) > 1 for t in span) / 24 for span in spans]
+    assert sum(repeated) / len(repeated) > 0.5  # most positions hold a token that occurs elsewhere in the span
+
+    # ... so the token before a position often does not identify it: some token has two different successors
+    def ambiguous(span):
+        successors = {}
+        for token, following in itertools.pairwise(span):
+            successors.setdefault(token, set()).add(following)
+        return any(len(options) > 1 for options in successors.values())
+
+    assert sum(map(ambiguous, spans)) / len(spans) > 0.5
+    ids, mask = copy_sequence(vocabulary_V, 40, 10, 4, torch.Generator().manual_seed(2), words=True)
+    assert ids[30:40] == ids[16:26] and mask == [0] * 31 + [1] * 9
 
 
 def test_copy_rows_use_only_ordinary_tokens_and_fit_their_lengths():
@@ -59,7 +88,9 @@ def test_induction_warmup_teaches_a_small_model_to_copy():
 
     model = Qwen2ForCausalLM(model_config)
     # a fixed span and gap: copying is a fixed-offset lookup one layer learns in 150 steps (measured 5.4 -> 0.13)
-    settings = CopySettings(steps=150, learning_rate=5e-3, batch_size=16, span=(6, 6), gap=(0, 0), progress=False)
+    settings = CopySettings(
+        steps=150, learning_rate=5e-3, batch_size=16, span=(6, 6), gap=(0, 0), word_share=0.0, progress=False
+    )
     metrics = induction_warmup(model, tokenizer, settings)
     chance = math.log(len(copyable_token_ids(tokenizer)))
     assert abs(metrics["copy_first_loss"] - chance) < 0.5  # a random model: ln(|ordinary vocabulary|) nats

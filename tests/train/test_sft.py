@@ -11,7 +11,7 @@ from rollouts.policy import tiny_qwen2_config
 from rollouts.synthetic import generate_synthetic_tasks
 from rollouts.task_tokenizer import train_task_tokenizer
 from tests.rollouts.scripted import play_expert
-from train.sft import SFTSettings, demonstration_dataset, supervised_warm_start
+from train.sft import SFTSettings, demonstration_dataset, reading_drill_dataset, supervised_warm_start
 
 
 @pytest.fixture(scope="module")
@@ -34,6 +34,22 @@ def test_dataset_masks_exactly_the_completion_tokens(demonstrations):
     start = len(first.prompt_ids)
     assert row["input_ids"][start : start + len(first.completion_ids)] == first.completion_ids
     assert row["completion_mask"][:start] == [0] * start
+
+
+def test_reading_drills_train_only_the_answer_read_from_retrieved_memories(demonstrations):
+    tokenizer, trajectories = demonstrations  # the careful expert: every fact stored, always retrieves
+    dataset = reading_drill_dataset(trajectories)
+    assert len(dataset) == len(trajectories)
+    for row, trajectory in zip(dataset, trajectories, strict=True):
+        final = trajectory.steps[-1]
+        masked = [t for t, bit in zip(row["input_ids"], row["completion_mask"], strict=True) if bit]
+        assert masked == final.completion_ids  # the loss covers the answer and nothing else
+        assert tokenizer.decode(masked).startswith("<think>Answer.</think><answer>" + trajectory.gold_answer)
+        prompt = tokenizer.decode(row["input_ids"][: len(final.prompt_ids)])
+        assert "Retrieve_memory" in prompt and trajectory.question in prompt
+    # an expert that never retrieves gives no drill: its answers were not read from memory
+    tasks = generate_synthetic_tasks(3, seed=2, attributes_per_entity=1, distractors_per_task=1)
+    assert len(reading_drill_dataset(play_expert(tokenizer, tasks, ExpertHabits(1.0, 0.0, 0.0)))) == 0
 
 
 def test_warm_start_learns_the_demonstrations_and_saves_a_loadable_model(demonstrations, tmp_path):
