@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from agemem.env import RetrievalRecord, StepResult
     from agemem.ltm import MemoryEntry
     from rollouts.engines.base import SamplingParams
-    from rollouts.engines.chat import ChatModel
+    from rollouts.engines.chat import ChatModel, ChatReply
 
 EXPORT_FORMAT = "agemem-export/1"
 """``format`` of ``agemem.json``: bumped when the agent settings change incompatibly."""
@@ -202,9 +202,10 @@ class MemoryAgent:
     # ------------------------------------------------------------------------------------ conversation
     def chat(self, message: str) -> AgentReply:
         """One user turn: the policy acts (tool calls run as it makes them) until it answers."""
+        from agemem.env import drive_step
+
         if not isinstance(message, str) or not message.strip():
             raise ValueError("message must be a non-empty string")
-        self._fit_context()
         self.env.add_user(message)
         steps: list[AgentStep] = []
         if self.introspective_top_k:  # what memory holds about the message, shown before the policy acts
@@ -213,9 +214,11 @@ class MemoryAgent:
             self._fit_context()
             # an export trained with env.rag_top_k > 0 is shown memories before every reply
             self._report(steps, _recall_step(self.env.rag_retrieve()))
-            text = self._reply(self.env.prompt_messages(), self.env.tools)
-            result = self.env.step(text)
-            self._report(steps, _agent_step(text, result))
+            reply = self._reply(self.env.prompt_messages(), self.env.tools)
+            # the prompt's length is already known: the env need not render the context once more to count it
+            events = self.env.step_events(reply.text, reply.prompt_tokens or None)
+            result = drive_step(events, self.env.resources.summarizer.summarize)
+            self._report(steps, _agent_step(reply.text, result))
             if result.done:
                 return AgentReply(result.answer, steps, self.env.context_tokens())
         return AgentReply(None, steps, self.env.context_tokens())
@@ -248,18 +251,18 @@ class MemoryAgent:
         if self.on_step is not None:
             self.on_step(step)
 
-    def _reply(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> str:
+    def _reply(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> ChatReply:
         from rollouts.engines.base import derive_seed
 
         self._calls += 1
         reply = self.chat_model(messages, tools, derive_seed(self.seed, self._calls))
         if reply.error is not None:
             raise AgentError(f"the policy could not reply: {reply.error}")
-        return reply.text
+        return reply
 
     def _policy_summary(self, messages: list[dict[str, str]]) -> str:
         """``summarizer.backend=policy``: the policy writes its own summaries, as in training."""
-        return self._reply(messages, None)
+        return self._reply(messages, None).text
 
     def _fit_context(self) -> None:
         """Keep the context within ``env.context.max_context_tokens``: summarise the rounds before the latest."""

@@ -44,11 +44,22 @@ from agemem.configlib import ConfigError, to_dict
 from agemem.encoders import build_encoder
 from agemem.env import EpisodeStats, MemoryEnv
 from agemem.ltm import SnapshotError
-from agemem.tools import TOOL_NAMES
 from eval import metrics
 from eval.alfworld_games import TASK_LABELS, TASK_TYPES, Game, GameState, TextGame, discover_games, task_text
 from eval.models import Backend, LazyBackend, ResolvedModel, evaluate_models
-from eval.report import Column, ExampleLog, Panel, check_identity, console_table, write_json, write_results
+from eval.report import (
+    RUN_COLUMNS,
+    TOOL_CALL_COLUMNS,
+    TOOL_CALL_LABELS,
+    Column,
+    ExampleLog,
+    Panel,
+    check_identity,
+    console_table,
+    tool_call_values,
+    write_json,
+    write_results,
+)
 from eval.variants import apply_variant
 from rollouts.build import build_resources, sampling_params
 from rollouts.engines.base import Completion, Engine, SamplingParams, derive_seed
@@ -67,8 +78,7 @@ BENCHMARK = "alfworld"
 MEMORY_SCOPE = "alfworld"
 """the one long-term memory scope of a run: every game reads and writes it."""
 COLUMNS = (
-    Column("model", "model", "{}"),
-    Column("variant", "variant", "{}"),
+    *RUN_COLUMNS,
     Column("games", "n", "{:d}"),
     Column("SR", "SR"),
     *(Column(f"SR_type.{task_type}", TASK_LABELS[task_type]) for task_type in TASK_TYPES),
@@ -76,13 +86,12 @@ COLUMNS = (
     Column("steps_won", "steps won"),
     Column("invalid", "invalid", "{:.2f}"),
     Column("TN", "TN", "{:.0f}"),
-    *(Column(f"TC.{name}", f"TC {name.split('_')[0]}", "{:.2f}") for name in TOOL_NAMES),
-    Column("TC.total", "TC total", "{:.2f}"),
+    *TOOL_CALL_COLUMNS,
 )
 PANELS = (
     Panel("success rate", ("all", *(TASK_LABELS[t] for t in TASK_TYPES)), "% of games won", ymax=100.0),
     Panel("environment steps per game", ("all games", "games won"), "steps"),
-    Panel("tool calls per game", (*(n.split("_")[0] for n in TOOL_NAMES), "total"), "calls"),
+    Panel("tool calls per game", TOOL_CALL_LABELS, "calls"),
 )
 METRICS_NOTE = (
     "\nSR: games won, % (overall and per task type: pick = pick_and_place_simple, look = look_at_obj_in_light, "
@@ -639,14 +648,12 @@ def play(
 
 def plot_values(results: dict[str, Any]) -> dict[str, float | None]:
     """The numbers :data:`PANELS` draw for one run."""
-    tc = results["TC"]
     return {
         "all": results["SR"],
         **{TASK_LABELS[t]: results["SR_type"][t] for t in TASK_TYPES},
         "all games": results["steps"],
         "games won": results["steps_won"],
-        **{name.split("_")[0]: tc[name] for name in TOOL_NAMES},
-        "total": tc["total"],
+        **tool_call_values(results["TC"]),
     }
 
 

@@ -34,10 +34,20 @@ from tqdm.auto import tqdm
 from agemem.config import EVAL_VARIANTS, AgeMemConfig
 from agemem.configlib import ConfigError, to_dict
 from agemem.encoders import build_encoder
-from agemem.tools import TOOL_NAMES
 from eval import metrics
 from eval.models import Backend, LazyBackend, ResolvedModel, evaluate_models
-from eval.report import Column, ExampleLog, Panel, check_identity, console_table, write_results
+from eval.report import (
+    RUN_COLUMNS,
+    TOOL_CALL_COLUMNS,
+    TOOL_CALL_LABELS,
+    Column,
+    ExampleLog,
+    Panel,
+    check_identity,
+    console_table,
+    tool_call_values,
+    write_results,
+)
 from eval.variants import apply_variant
 from rewards.base import AnswerItem, Judge, MemoryItem
 from rewards.build import build_judge
@@ -54,21 +64,19 @@ if TYPE_CHECKING:
 
 BENCHMARK = "hotpotqa"
 COLUMNS = (
-    Column("model", "model", "{}"),
-    Column("variant", "variant", "{}"),
+    *RUN_COLUMNS,
     Column("questions", "n", "{:d}"),
     Column("J", "J"),
     Column("EM", "EM"),
     Column("F1", "F1"),
     Column("MQ", "MQ", "{:.3f}"),
     Column("TN", "TN", "{:.0f}"),
-    *(Column(f"TC.{name}", f"TC {name.split('_')[0]}", "{:.2f}") for name in TOOL_NAMES),
-    Column("TC.total", "TC total", "{:.2f}"),
+    *TOOL_CALL_COLUMNS,
 )
 PANELS = (
     Panel("answers and memory", ("J", "EM", "F1", "MQ x100"), "score (0-100)", ymax=100.0),
     Panel("Stage-3 prompt", ("TN",), "tokens per step"),
-    Panel("tool calls per episode", (*(n.split("_")[0] for n in TOOL_NAMES), "total"), "calls"),
+    Panel("tool calls per episode", TOOL_CALL_LABELS, "calls"),
 )
 
 
@@ -316,7 +324,6 @@ def play(
 
 def plot_values(results: dict[str, Any]) -> dict[str, float | None]:
     """The numbers :data:`PANELS` draw for one run."""
-    tc = results["TC"]
     mq = results["MQ"]
     return {
         "J": results["J"],
@@ -324,8 +331,7 @@ def plot_values(results: dict[str, Any]) -> dict[str, float | None]:
         "F1": results["F1"],
         "MQ x100": None if mq is None else 100.0 * mq,
         "TN": results["TN"],
-        **{name.split("_")[0]: tc[name] for name in TOOL_NAMES},
-        "total": tc["total"],
+        **tool_call_values(results["TC"]),
     }
 
 

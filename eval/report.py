@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from agemem.configlib import ConfigError
 from agemem.files import atomic_open
+from agemem.tools import TOOL_NAMES
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -129,6 +130,29 @@ class Column:
         if value is None:
             return "–"
         return self.fmt.format(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
+
+
+RUN_COLUMNS = (Column("model", "model", "{}"), Column("variant", "variant", "{}"))
+"""the first columns of every benchmark table: which model, which variant."""
+
+
+def tool_label(name: str) -> str:
+    """A tool's short label in tables and plots: ``Add_memory`` -> ``Add``."""
+    return name.split("_")[0]
+
+
+TOOL_CALL_COLUMNS = (
+    *(Column(f"TC.{name}", f"TC {tool_label(name)}", "{:.2f}") for name in TOOL_NAMES),
+    Column("TC.total", "TC total", "{:.2f}"),
+)
+"""TC: mean calls of each tool per episode, then all tools (the ``TC`` dict of :func:`eval.metrics.mean_tool_calls`)."""
+TOOL_CALL_LABELS = (*(tool_label(name) for name in TOOL_NAMES), "total")
+"""the bars of a tool-call panel, in :func:`tool_call_values` order."""
+
+
+def tool_call_values(tool_calls: dict[str, float]) -> dict[str, float]:
+    """A run's ``TC`` dict keyed by :data:`TOOL_CALL_LABELS`, for a plot panel."""
+    return {**{tool_label(name): tool_calls[name] for name in TOOL_NAMES}, "total": tool_calls["total"]}
 
 
 def markdown_table(rows: Sequence[dict[str, Any]], columns: Sequence[Column]) -> str:

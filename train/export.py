@@ -147,7 +147,7 @@ def export_policy(
         shutil.rmtree(staging)
     staging.mkdir(parents=True)
     try:
-        model, tokenizer, report = _write_weights(source, staging, settings)
+        model, tokenizer, report = _write_weights(source, staging, settings, out)
         _write_agent_files(source, staging, tokenizer, settings, report, out)
         if settings.check:
             report.check = check_export(staging, model, with_adapter=report.adapter)
@@ -231,9 +231,10 @@ def _check_destination(out: Path, source: _Source, force: bool) -> None:
 
 
 def _write_weights(
-    source: _Source, staging: Path, settings: ExportSettings
+    source: _Source, staging: Path, settings: ExportSettings, out: Path
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, ExportReport]:
-    """Load the policy as trained, cast it, and save weights + tokenizer + generation config into ``staging``."""
+    """Load the policy as trained, cast it, and save weights + tokenizer + generation config into ``staging``
+    (``out``: where it will be published, the base an unmerged adapter names)."""
     import torch
 
     from agemem.chat import end_of_turn_ids
@@ -265,7 +266,7 @@ def _write_weights(
         adapted = PeftModel.from_pretrained(model, resolved.adapter)  # wraps ``model`` in place: after its save
         adapter_dir = _inside(staging, ADAPTER_DIR)
         adapted.save_pretrained(adapter_dir)
-        _point_adapter_at(adapter_dir / "adapter_config.json")
+        _point_adapter_at(adapter_dir / "adapter_config.json", out)
         model = adapted
     report = ExportReport(
         out=staging,
@@ -300,14 +301,12 @@ def _set_generation_config(model: PreTrainedModel, tokenizer, config: AgeMemConf
     model.config.eos_token_id = tokenizer.convert_tokens_to_ids(tokenizer.eos_token) if tokenizer.eos_token else None
 
 
-def _point_adapter_at(adapter_config: Path) -> None:
-    """The unmerged adapter's base is the directory beside it (its final, absolute path is set at publish)."""
+def _point_adapter_at(adapter_config: Path, base: Path) -> None:
+    """The unmerged adapter's base is the export directory itself, by its final absolute path (PEFT resolves
+    ``base_model_name_or_path`` from the working directory; the self-check passes the base explicitly)."""
     data = json.loads(adapter_config.read_text())
-    data["base_model_name_or_path"] = ".."  # rewritten to the published directory in _publish
+    data["base_model_name_or_path"] = str(base.resolve())
     adapter_config.write_text(json.dumps(data, indent=2))
-
-
-# --------------------------------------------------------------------------------------------- agent files
 
 
 def _write_agent_files(
@@ -593,12 +592,7 @@ def _write_json(path: Path, data: Any) -> None:
 
 
 def _publish(staging: Path, out: Path) -> None:
-    """Move the checked staging directory to ``out`` (replacing it), then fix the adapter's base path."""
+    """Move the checked staging directory to ``out``, replacing it."""
     if out.exists():
         shutil.rmtree(out)
     os.replace(staging, out)
-    path = out / ADAPTER_DIR / "adapter_config.json"
-    if path.is_file():
-        data = json.loads(path.read_text())
-        data["base_model_name_or_path"] = str(out.resolve())  # PEFT resolves it from the working directory
-        path.write_text(json.dumps(data, indent=2))
