@@ -632,6 +632,12 @@ class LearnConfig:
     """expert: probability of retrieving before answering."""
     expert_quote_evidence: bool = False
     """expert: an answer's thought quotes the sentence the value is read from (reading becomes copying)."""
+    expert_quote_style: Literal["sentence", "clause"] = "sentence"
+    """expert: quote the whole sentence, or the clause after the person's name ("Memory: plays the cello.")."""
+    sft_answer_copies: int = 0
+    """warm start: thought-to-answer turns ("<think>X plays the cello.</think><answer>cello</answer>", 8 per row,
+    loss on the answer) mixed into SFT, teaching the quoting reader to answer with the value it quoted.
+    Needs expert_quote_evidence. 0 = none."""
     expert_whole_message: bool = False
     """expert: store a kept Stage-1 message whole (lead-in included) rather than its bare paragraphs."""
     copy_steps: int = 2000
@@ -661,6 +667,14 @@ class LearnConfig:
             )
         if self.sft_drills < 0:
             raise ConfigError(f"learn.sft_drills={self.sft_drills} must be >= 0 (0: no reading drills)")
+        if self.sft_answer_copies < 0:
+            raise ConfigError(f"learn.sft_answer_copies={self.sft_answer_copies} must be >= 0 (0: none)")
+        if self.sft_answer_copies and not self.expert_quote_evidence:
+            raise ConfigError(
+                f"learn.sft_answer_copies={self.sft_answer_copies} teaches answering with the value a thought "
+                "quoted, but learn.expert_quote_evidence is false (the expert's thoughts quote nothing); "
+                "set learn.expert_quote_evidence=true or learn.sft_answer_copies=0"
+            )
         for name in ("sft_tasks", "eval_tasks", "tokenizer_tasks", "sft_batch_size"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"learn.{name}={getattr(self, name)} must be >= 1")

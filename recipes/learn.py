@@ -7,7 +7,7 @@ For each run seed, top to bottom:
                  avoids distractors only some of the time); a careful one plays the reading drills
                  (only their final answer, read from retrieved memories, is trained on);
 3. warm start  — a small random Qwen2 model learns to copy (random-token copy task), then imitates
-                 the demonstrations with copy sequences mixed in (TRL SFTTrainer);
+                 the demonstrations with copy sequences and answer-copy turns mixed in (TRL SFTTrainer);
 4. evaluate    — the warm start plays the held-out tasks;
 5. GRPO        — step-wise GRPO from the warm start (this project's trainer, the config's reward);
 6. evaluate    — the GRPO policy plays the same held-out tasks with the same sampling seeds;
@@ -175,6 +175,7 @@ def _play_expert(
             seed=seed,
             whole_message=learn_cfg.expert_whole_message,
             quote_evidence=learn_cfg.expert_quote_evidence,
+            quote_style=learn_cfg.expert_quote_style,
         ),
     )
     play = replace(config, rollout=replace(config.rollout, rollouts_per_task=1))
@@ -237,7 +238,9 @@ def _stage_warm_start(
     import torch
     from transformers import Qwen2ForCausalLM
 
+    from rollouts.expert import evidence_thought
     from rollouts.policy import tiny_qwen2_config
+    from rollouts.synthetic import fact_statements
     from train.copy_task import CopySettings, induction_warmup
     from train.sft import SFTSettings, supervised_warm_start
 
@@ -268,8 +271,15 @@ def _stage_warm_start(
         copy_word_share=learn_cfg.copy_word_share,
         progress=progress,
     )
+    # the answers' copy of a quoted value, on invented statements (their own stream, not a task set's)
+    statements = [
+        (evidence_thought(sentence, learn_cfg.expert_quote_style), value)
+        for sentence, value in fact_statements(learn_cfg.sft_answer_copies, seed=seed)
+    ]
     staging = directory.with_name(directory.name + ".tmp")
-    metrics.update(supervised_warm_start(model, tokenizer, demos, settings, staging, drills=drills))
+    metrics.update(
+        supervised_warm_start(model, tokenizer, demos, settings, staging, drills=drills, answer_statements=statements)
+    )
     (staging / "sft_metrics.json").write_text(json.dumps(metrics, indent=2))
     staging.replace(directory)
     return directory

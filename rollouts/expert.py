@@ -78,11 +78,16 @@ class ExpertHabits:
     quote_evidence: bool = False
     """the answer's thought quotes the sentence the value is read from ("X has a pet gecko."), so the answer
     is a copy of the word that follows the quoted words in the retrieved memory."""
+    quote_style: str = "sentence"
+    """with ``quote_evidence``: ``sentence`` quotes it whole; ``clause`` quotes it without the person's name
+    ("Memory: has a pet gecko."), so the quote starts at a fixed place instead of with a name to pick."""
     whole_message: bool = False
     """store a Stage-1 message as it came (lead-in included) in one entry instead of its bare paragraphs:
     the content to copy then starts right after the user tag, which a small model finds without searching."""
 
     def __post_init__(self) -> None:
+        if self.quote_style not in QUOTE_STYLES:
+            raise ValueError(f"quote_style={self.quote_style!r} is not one of {QUOTE_STYLES}")
         for name in ("store_fact", "store_distractor", "retrieve"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
@@ -139,11 +144,25 @@ class SyntheticExpert:
             return answer_text("Answer.", UNKNOWN_ANSWER)
         value, sentence = evidence
         # quoting the sentence turns reading into copying: the value follows the quoted words in context
-        return answer_text(sentence if self.habits.quote_evidence else "Answer.", value)
+        thought = evidence_thought(sentence, self.habits.quote_style) if self.habits.quote_evidence else "Answer."
+        return answer_text(thought, value)
 
     def _flip(self, task: Task, decision: str, probability: float) -> bool:
         digest = hashlib.blake2b(f"{self.habits.seed}:{task.id}:{decision}".encode(), digest_size=8).digest()
         return int.from_bytes(digest, "little") / 2**64 < probability
+
+
+QUOTE_STYLES = ("sentence", "clause")
+_LEADING_NAME = re.compile(r"^[A-Z][a-z]+ [A-Z][a-z]+(?:'s)?")
+
+
+def evidence_thought(sentence: str, style: str) -> str:
+    """The thought quoting ``sentence`` before answering: the sentence itself, or (``clause``) "Memory:"
+    and the sentence without its leading name ("Memory: favourite colour is teal."), whose words and value
+    follow one another in the memory as in the quote."""
+    if style == "sentence":
+        return sentence
+    return "Memory:" + _LEADING_NAME.sub("", sentence)
 
 
 def visible_answer(task: Task, visible: str) -> str:

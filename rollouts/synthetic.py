@@ -148,6 +148,20 @@ def generate_synthetic_tasks(
     ]
 
 
+def fact_statements(count: int, *, seed: int = 0) -> list[tuple[str, str]]:
+    """``count`` pairs ``(sentence, value)`` of random invented people and attributes, ("Velora Quint plays
+    the cello.", "cello"): the statements a reader quotes before answering (``train.sft.answer_copy_rows``)."""
+    _check_int("count", count, 0)
+    rng = random.Random(f"synthetic-statements/{seed}")
+    pairs = []
+    for _ in range(count):
+        attribute = rng.choice(ATTRIBUTES)
+        first, last = _name(rng)
+        value = rng.choice(attribute.values)
+        pairs.append((attribute.state(f"{first} {last}", value), value))
+    return pairs
+
+
 def _check_int(name: str, value: object, low: int | None, high: int | None = None) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ConfigError(f"{name}={value!r} must be an integer")

@@ -84,6 +84,46 @@ def reading_drill_dataset(trajectories: Sequence[Trajectory]) -> Dataset:
     return Dataset.from_dict(rows)
 
 
+def answer_copy_rows(
+    tokenizer: PreTrainedTokenizerBase, statements: Sequence[tuple[str, str]], *, per_row: int = 8
+) -> Dataset:
+    """Rows ``{input_ids, completion_mask}`` of ``per_row`` assistant turns each,
+    ``<think>{statement}</think><answer>{value}</answer>``, with loss on the answer only.
+
+    They teach the last copy of reading: a policy whose thought quotes the memory it reads from
+    ("Velora Quint plays the cello.") still has to repeat the value that ends the quote as its answer.
+    Learned from episodes alone this took thousands of answers (a 1.1M-parameter model answered some other
+    value even after quoting the right sentence); these rows are a few dozen tokens a turn, and the thought,
+    which carries no loss, never teaches stating an invented fact.
+    """
+    from datasets import Dataset
+
+    from agemem.chat import end_of_turn_ids, render_chat
+
+    if per_row < 1:
+        raise ValueError(f"per_row={per_row} must be >= 1")
+    probe = [{"role": "user", "content": "x"}]
+    closed = render_chat(tokenizer, probe, add_generation_prompt=False)
+    header = render_chat(tokenizer, probe, add_generation_prompt=True)[len(closed) :]  # "<|im_start|>assistant\n"
+
+    def encode(text: str) -> list[int]:
+        return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    end_of_turn, newline = [end_of_turn_ids(tokenizer)[0]], encode("\n")
+    rows: dict[str, list[list[int]]] = {"input_ids": [], "completion_mask": []}
+    for start in range(0, len(statements) - per_row + 1, per_row):
+        ids: list[int] = []
+        mask: list[int] = []
+        for statement, value in statements[start : start + per_row]:
+            shown = encode(f"{header}<think>{statement}</think><answer>")
+            answered = encode(f"{value}</answer>") + end_of_turn
+            ids += shown + answered + newline
+            mask += [0] * len(shown) + [1] * len(answered) + [0] * len(newline)
+        rows["input_ids"].append(ids)
+        rows["completion_mask"].append(mask)
+    return Dataset.from_dict(rows)
+
+
 def supervised_warm_start(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
@@ -92,10 +132,12 @@ def supervised_warm_start(
     output_dir: str | Path,
     *,
     drills: Sequence[Trajectory] = (),
+    answer_statements: Sequence[tuple[str, str]] = (),
 ) -> dict[str, Any]:
     """Fine-tune ``model`` in place on the demonstrations' completions (plus the reading-drill answers of
-    ``drills``, :func:`reading_drill_dataset`); save model and tokenizer to ``output_dir`` (a Hugging Face
-    directory ``policy.model`` can point at) and return TRL's train metrics."""
+    ``drills``, :func:`reading_drill_dataset`, and the answer-copy rows of ``answer_statements``,
+    :func:`answer_copy_rows`); save model and tokenizer to ``output_dir`` (a Hugging Face directory
+    ``policy.model`` can point at) and return TRL's train metrics."""
     import torch
     from datasets import concatenate_datasets
     from trl import SFTConfig, SFTTrainer
@@ -105,6 +147,9 @@ def supervised_warm_start(
     drill_rows = reading_drill_dataset(drills) if drills else None
     if drill_rows is not None and len(drill_rows):
         dataset = concatenate_datasets([dataset, drill_rows])
+    answer_rows = answer_copy_rows(tokenizer, answer_statements) if answer_statements else None
+    if answer_rows is not None and len(answer_rows):
+        dataset = concatenate_datasets([dataset, answer_rows])
     if settings.copy_share > 0:
         dataset = with_copy_rows(dataset, tokenizer, settings)
     output = Path(output_dir)
@@ -137,9 +182,11 @@ def supervised_warm_start(
     model.save_pretrained(output)
     tokenizer.save_pretrained(output)
     drill_count = len(drill_rows) if drill_rows is not None else 0
+    answer_count = len(answer_rows) if answer_rows is not None else 0
     metrics["sequences"] = demonstration_rows
     metrics["drill_sequences"] = drill_count
-    metrics["copy_sequences"] = len(dataset) - demonstration_rows - drill_count
+    metrics["answer_copy_sequences"] = answer_count
+    metrics["copy_sequences"] = len(dataset) - demonstration_rows - drill_count - answer_count
     metrics["completion_tokens"] = sum(sum(mask) for mask in dataset["completion_mask"][:demonstration_rows])
     metrics["tokens"] = sum(len(ids) for ids in dataset["input_ids"][:demonstration_rows])
     return metrics

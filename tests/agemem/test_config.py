@@ -72,6 +72,11 @@ def test_non_string_yaml_value_for_a_string_field_says_to_quote_it(tmp_path):
         (["env.summarizer.backend=openai"], "backend=openai needs model="),
         (["env.context=3"], "env.context must be a mapping"),
         (["env.context.filter_threshold"], "must look like key.sub=value"),
+        (["learn.sft_answer_copies=-1"], "learn.sft_answer_copies=-1 must be >= 0"),
+        (
+            ["learn.sft_answer_copies=8", "learn.expert_quote_evidence=false"],
+            "set learn.expert_quote_evidence=true or learn.sft_answer_copies=0",
+        ),
     ],
 )
 def test_bad_values_name_the_key_and_the_fix(overrides, message):

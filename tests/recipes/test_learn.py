@@ -15,6 +15,7 @@ from agemem.configlib import load_config
 FAST = [
     "learn.sft_tasks=24",
     "learn.sft_drills=6",
+    "learn.sft_answer_copies=16",
     "learn.eval_tasks=4",
     "learn.tokenizer_tasks=60",
     "learn.vocab_size=400",
@@ -52,7 +53,8 @@ def test_every_stage_leaves_its_output(learned):
     assert (learned / "learning.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     sft = json.loads((seed / "warm_start" / "sft_metrics.json").read_text())
     assert 0 < sft["drill_sequences"] <= 6  # drills whose careful expert retrieved before answering
-    rows = sft["sequences"] + sft["drill_sequences"]
+    assert sft["answer_copy_sequences"] == 2  # 16 thought-to-answer turns, 8 a row
+    rows = sft["sequences"] + sft["drill_sequences"] + sft["answer_copy_sequences"]
     assert sft["copy_steps"] == 4 and sft["copy_sequences"] == round(rows / 2)  # sft_copy_share 0.5
 
 

@@ -6,7 +6,14 @@ from __future__ import annotations
 import pytest
 
 from agemem.chat import end_of_turn_ids
-from rollouts.expert import UNKNOWN_ANSWER, ExpertHabits, SyntheticExpert, parse_chatml, visible_answer
+from rollouts.expert import (
+    UNKNOWN_ANSWER,
+    ExpertHabits,
+    SyntheticExpert,
+    evidence_thought,
+    parse_chatml,
+    visible_answer,
+)
 from rollouts.synthetic import generate_synthetic_tasks
 from tests.rollouts.scripted import play_expert
 
@@ -107,3 +114,17 @@ def test_quoting_expert_thinks_the_supporting_sentence_before_the_value(qwen_tok
         assert task.metadata["entity"] in final.thought  # the asked person's own sentence, quoted from memory
         assert final.thought in final.prompt_text  # ... word for word, so the value is a copy of what follows it
         assert trajectory.answer == task.answer
+
+
+def test_clause_quoting_expert_starts_at_a_fixed_place_and_drops_the_name(qwen_tokenizer, tasks):
+    habits = ExpertHabits(1.0, 0.0, 1.0, quote_evidence=True, quote_style="clause")
+    for trajectory, task in zip(play_expert(qwen_tokenizer, tasks, habits), tasks):
+        final = trajectory.steps[-1]
+        assert final.thought.startswith("Memory: ") and task.metadata["entity"] not in final.thought
+        clause = final.thought.removeprefix("Memory:")  # " has a pet gecko.": words then value, as in memory
+        assert clause.endswith(f" {task.answer}.") and clause in final.prompt_text
+        assert trajectory.answer == task.answer
+    assert evidence_thought("Velo Quint's favourite food is sushi.", "clause") == "Memory: favourite food is sushi."
+    assert evidence_thought("Velo Quint plays the harp.", "sentence") == "Velo Quint plays the harp."
+    with pytest.raises(ValueError, match="quote_style='name' is not one of"):
+        ExpertHabits(quote_style="name")

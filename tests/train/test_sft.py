@@ -11,7 +11,13 @@ from rollouts.policy import tiny_qwen2_config
 from rollouts.synthetic import generate_synthetic_tasks
 from rollouts.task_tokenizer import train_task_tokenizer
 from tests.rollouts.scripted import play_expert
-from train.sft import SFTSettings, demonstration_dataset, reading_drill_dataset, supervised_warm_start
+from train.sft import (
+    SFTSettings,
+    answer_copy_rows,
+    demonstration_dataset,
+    reading_drill_dataset,
+    supervised_warm_start,
+)
 
 
 @pytest.fixture(scope="module")
@@ -87,3 +93,34 @@ def test_copy_rows_are_mixed_in_per_demonstration_row(demonstrations):
     assert all(shortest <= len(ids) <= longest for ids in mixed["input_ids"][12:])
     assert all(sum(mask) >= 7 for mask in mixed["completion_mask"][12:])  # a repeat of >= 8 tokens, first unmasked
     assert with_copy_rows(dataset, tokenizer, SFTSettings(copy_share=0.01)) is dataset  # rounds to no row
+
+
+def test_answer_copy_rows_train_only_the_value_the_thought_quoted(demonstrations):
+    from rollouts.synthetic import ATTRIBUTES, fact_statements
+
+    tokenizer, _ = demonstrations
+    statements = fact_statements(20, seed=3)
+    assert statements == fact_statements(20, seed=3) and statements != fact_statements(20, seed=4)
+    for sentence, value in statements:  # each a real fact sentence, ending with its value
+        entity = " ".join(sentence.split()[:2]).removesuffix("'s")
+        assert any(a.state(entity, value) == sentence for a in ATTRIBUTES)
+        assert sentence.endswith(f" {value}.")
+    dataset = answer_copy_rows(tokenizer, statements, per_row=8)
+    assert len(dataset) == 2  # 20 statements, 8 a row: the 4 left over make no partial row
+    for index, row in enumerate(dataset):
+        ids, mask = row["input_ids"], row["completion_mask"]
+        # the loss covers exactly "{value}</answer><|im_end|>" of each of the row's 8 turns
+        spans, current = [], []
+        for token, bit in zip(ids, mask, strict=True):
+            if bit:
+                current.append(token)
+            elif current:
+                spans.append(current)
+                current = []
+        turns = statements[8 * index : 8 * index + 8]
+        assert [tokenizer.decode(span) for span in spans] == [f"{value}</answer><|im_end|>" for _, value in turns]
+        text = tokenizer.decode(ids)
+        for sentence, value in turns:  # ... after the quoted sentence, which carries no loss
+            assert f"<|im_start|>assistant\n<think>{sentence}</think><answer>{value}</answer><|im_end|>" in text
+    with pytest.raises(ValueError, match="per_row"):
+        answer_copy_rows(tokenizer, statements, per_row=0)
