@@ -7,7 +7,7 @@ and plots (PNG) to ``bench/results/``. Opt-in: one seed takes minutes on a lapto
 
     python bench/learning.py                         # seeds 0 1 2, configs/learn_cpu.yaml
     python bench/learning.py --seeds 0 --ablation    # one seed, both reward modes
-    python bench/learning.py max_steps=60            # any config override
+    python bench/learning.py --seeds 0 max_steps=60  # any config override (key=value), anywhere
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import sys
 from pathlib import Path
 
 from rich.console import Console
@@ -30,8 +31,12 @@ def main() -> None:
     parser.add_argument("--ablation", action="store_true", help="also run the seeds with answer_only rewards")
     parser.add_argument("--runs", default="runs/bench_learning", help="run directories (resumable)")
     parser.add_argument("--results", default="bench/results", help="where the reports and plots are copied")
-    parser.add_argument("overrides", nargs="*")
-    args = parser.parse_args()
+    parser.add_argument("overrides", nargs="*", help="config overrides, key=value, anywhere on the line")
+    # overrides are taken out first: after `--seeds 0` argparse would read `train.learning_rate=1e-4` as a seed
+    argv = sys.argv[1:]
+    overrides = [a for a in argv if "=" in a and not a.startswith("-")]
+    args = parser.parse_args([a for a in argv if a not in overrides])
+    args.overrides = overrides
 
     from recipes.learn import learn, report_table
 

@@ -1,4 +1,4 @@
-"""The default engine (batched, left-padded ``model.generate``) on the embedded tiny random Qwen2 policy.
+"""The default engine (batched, left-padded decoding; finished rows leave the batch) on the tiny random Qwen2.
 
 Every expected value is computed independently of the engine: log-probs by a teacher-forced forward pass
 over prompt + completion (no padding, no cache), greedy completions by generating each prompt alone.
@@ -18,7 +18,7 @@ from agemem.chat import encode_chat, end_of_turn_ids, load_tokenizer
 from agemem.config import PolicyConfig
 from agemem.configlib import ConfigError
 from rollouts.engines.base import Completion, Engine, SamplingParams, derive_seed
-from rollouts.engines.transformers_engine import TransformersEngine
+from rollouts.engines.transformers_engine import TransformersEngine, truncate_logits
 from rollouts.policy import TINY_POLICY, load_policy
 
 QWEN3_TOKENIZER = "/work/shared/tokenizers/qwen3"
@@ -215,8 +215,9 @@ def test_greedy_stop_token_ends_completion_right_after_it_and_is_kept(policy, pr
     stop = free.token_ids[step]
     others = [p for p in prompts if p is not prompt]
     other_free = make_engine(policy).generate(others, SamplingParams(temperature=0.0, max_tokens=max_tokens))
-    others = [p for p, c in zip(others, other_free) if stop not in c.token_ids]
-    assert others, "need a prompt that never emits the stop token"
+    kept = [(p, c) for p, c in zip(others, other_free) if stop not in c.token_ids]
+    assert kept, "need a prompt that never emits the stop token"
+    others = [p for p, _ in kept]
 
     sampling = SamplingParams(temperature=0.0, max_tokens=max_tokens, stop_token_ids=(stop,))
     stopped, *rest = make_engine(policy).generate([prompt, *others], sampling)
@@ -227,11 +228,39 @@ def test_greedy_stop_token_ends_completion_right_after_it_and_is_kept(policy, pr
     assert len(stopped.logprobs) == len(stopped.token_ids)
     expected = torch.tensor(free.logprobs[: step + 1])
     torch.testing.assert_close(torch.tensor(stopped.logprobs), expected, atol=1e-4, rtol=0)
-    # rows in the same batch that never emit the stop token run to the budget, with no padding leaking in
-    for completion in rest:
+    # rows in the same batch that never emit the stop token run to the budget, with no padding leaking in; the
+    # stopped row left the batch and its KV cache after step k, and what the others decode afterwards is unchanged
+    for completion, (_, alone) in zip(rest, kept):
         assert completion.finish_reason == "length"
         assert len(completion.token_ids) == max_tokens == len(completion.logprobs)
         assert stop not in completion.token_ids
+        assert completion.token_ids == alone.token_ids
+        torch.testing.assert_close(torch.tensor(completion.logprobs), torch.tensor(alone.logprobs), atol=1e-4, rtol=0)
+
+
+def test_rows_stopping_at_different_steps_each_decode_as_if_alone(policy, prompts):
+    """Rows leave the batch one by one (each on its own stop token); every row decodes what it decodes alone."""
+    max_tokens = 8
+    greedy = SamplingParams(temperature=0.0, max_tokens=max_tokens)
+    free = make_engine(policy).generate(prompts, greedy)
+    # stops: the first token of row 0 (it leaves after one step) and, for every row that has one, a token it emits
+    # for the first time at a later step (it leaves then); only tokens no other row emits, so the rest run on
+    emitted = [set(c.token_ids) for c in free]
+    candidates = [(0, free[0].token_ids[0])]
+    for row, completion in enumerate(free):
+        ids = completion.token_ids
+        step = next((k for k in range(1, max_tokens - 1) if ids[k] not in ids[:k]), None)
+        if step is not None:
+            candidates.append((row, ids[step]))
+    stops = {t for row, t in candidates if not any(t in e for other, e in enumerate(emitted) if other != row)}
+    stopping = SamplingParams(temperature=0.0, max_tokens=max_tokens, stop_token_ids=tuple(sorted(stops)))
+    alone = [make_engine(policy).generate([p], stopping)[0] for p in prompts]
+    batched = make_engine(policy).generate(prompts, stopping)
+    assert len({len(c.token_ids) for c in batched}) >= 3, "rows must leave the batch at different steps"
+    for row, (b, a) in enumerate(zip(batched, alone)):
+        assert b.token_ids == a.token_ids, f"row {row}"
+        assert b.finish_reason == a.finish_reason
+        torch.testing.assert_close(torch.tensor(b.logprobs), torch.tensor(a.logprobs), atol=1e-4, rtol=0)
 
 
 def test_sampled_stop_at_step_two(policy, prompts):
@@ -263,7 +292,41 @@ def test_stop_at_first_token_and_unrelated_stop_ids(policy, prompts):
     assert never.finish_reason == "length"
 
 
-# --- 5. the checkpoint's generation_config ------------------------------------------------------------------
+# --- 5. truncation -----------------------------------------------------------------------------------------
+
+
+def test_truncate_logits_top_p_and_top_k_by_hand():
+    # probabilities 0.15, 0.5, 0.05, 0.3 (unsorted on purpose); ranked: 0.5, 0.3, 0.15, 0.05 with the mass of the
+    # tokens ranked above each 0, 0.5, 0.8, 0.95 -> top_p=0.7 keeps the ranks whose mass above is < 0.7: 0.5 and 0.3
+    logits_BV = torch.tensor([[0.15, 0.5, 0.05, 0.3]]).log()
+    kept = lambda out: torch.isfinite(out[0]).nonzero().squeeze(1).tolist()  # noqa: E731
+    assert kept(truncate_logits(logits_BV, 0, 0.7)) == [1, 3]
+    assert kept(truncate_logits(logits_BV, 0, 0.5)) == [1]  # 0.3's mass above is 0.5, not below 0.5
+    assert kept(truncate_logits(logits_BV, 0, 0.81)) == [0, 1, 3]
+    assert kept(truncate_logits(logits_BV, 0, 0.01)) == [1]  # the most likely token always survives
+    assert kept(truncate_logits(logits_BV, 3, 1.0)) == [0, 1, 3]
+    assert kept(truncate_logits(logits_BV, 3, 0.7)) == [1, 3]
+    assert kept(truncate_logits(logits_BV, 0, 1.0)) == [0, 1, 2, 3]  # both off
+    # survivors keep their logits: renormalised, 0.5 and 0.3 become 0.625 and 0.375
+    probs = truncate_logits(logits_BV, 0, 0.7).softmax(-1)[0]
+    torch.testing.assert_close(probs, torch.tensor([0.0, 0.625, 0.0, 0.375]))
+
+
+def test_top_p_samples_only_the_nucleus_with_full_vocabulary_logprobs(policy, prompts):
+    model, _ = policy
+    sampling = SamplingParams(temperature=1.0, top_p=0.3, max_tokens=6, seed=4)
+    for prompt, completion in zip(prompts, make_engine(policy).generate(prompts, sampling)):
+        expected_TV = teacher_forced_logprobs_TV(model, prompt, completion.token_ids, 1.0)
+        for step, token in enumerate(completion.token_ids):
+            ranked = expected_TV[step].exp().sort(descending=True)
+            rank = ranked.indices.tolist().index(token)
+            assert ranked.values[:rank].sum() < 0.3 + 1e-5  # the mass ranked above the sampled token
+        torch.testing.assert_close(
+            torch.tensor(completion.logprobs), gathered(expected_TV, completion.token_ids), atol=1e-4, rtol=0
+        )
+
+
+# --- 6. the checkpoint's generation_config ------------------------------------------------------------------
 
 
 @pytest.fixture
@@ -320,7 +383,7 @@ def test_checkpoint_generation_config_fields_left_unset_do_not_leak_into_decodin
     assert all(c.finish_reason == "length" and len(c.token_ids) == 6 for c in dirty_greedy + dirty_sampled)
 
 
-# --- 6. errors ----------------------------------------------------------------------------------------------
+# --- 7. errors ----------------------------------------------------------------------------------------------
 
 
 def test_empty_prompt_list_returns_nothing_without_counting_a_call(policy):
@@ -340,7 +403,7 @@ def test_batch_size_below_one_is_rejected(policy, batch_size):
         make_engine(policy, batch_size=batch_size)
 
 
-# --- 7. the policy ------------------------------------------------------------------------------------------
+# --- 8. the policy ------------------------------------------------------------------------------------------
 
 
 def same_weights(a, b) -> bool:
@@ -403,7 +466,7 @@ def test_directory_without_weights_raises_config_error(policy, tmp_path):
         load_policy(PolicyConfig(model=str(tmp_path), device="cpu"))
 
 
-# --- 8. end-of-turn ids -------------------------------------------------------------------------------------
+# --- 9. end-of-turn ids -------------------------------------------------------------------------------------
 
 
 def assert_eot_follows_assistant_reply(tokenizer, eot: tuple[int, ...]):
@@ -445,7 +508,7 @@ def test_end_of_turn_ids_qwen3():
     assert_eot_follows_assistant_reply(tokenizer, eot)
 
 
-# --- 9. protocol --------------------------------------------------------------------------------------------
+# --- 10. protocol --------------------------------------------------------------------------------------------
 
 
 def test_engine_satisfies_protocol(policy, prompts):
