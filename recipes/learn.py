@@ -20,6 +20,7 @@ exists, so an interrupted run continues where it stopped (GRPO resumes from its 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -378,7 +379,8 @@ def report_table(report: dict[str, Any]):
         table.add_row(label, f"{b:.3f}", f"{a:.3f}", f"{a - b:+.3f}")
     for key, label in (("em_improvement_across_seeds", "across seeds"), ("em_improvement_pooled", "pooled")):
         ci = report[key]
-        table.add_row(f"EM gain, 95% CI ({label})", "", "", f"{ci['mean']:+.3f} [{ci['low']:+.3f}, {ci['high']:+.3f}]")
+        interval = "n/a (one seed)" if math.isnan(ci["low"]) else f"[{ci['low']:+.3f}, {ci['high']:+.3f}]"
+        table.add_row(f"EM gain, 95% CI ({label})", "", "", f"{ci['mean']:+.3f} {interval}")
     for seed in report["per_seed"]:
         d = seed["em_difference"]
         minutes = seed["timings"]["total_s"] / 60

@@ -7,10 +7,12 @@ import json
 
 import pytest
 import torch
+from rich.console import Console
 
 from agemem.cli import main
 from agemem.config import AgeMemConfig
 from agemem.configlib import load_config
+from recipes.learn import report_table
 
 FAST = [
     "learn.sft_tasks=24",
@@ -51,6 +53,11 @@ def test_every_stage_leaves_its_output(learned):
     assert report["seeds"] == [0] and report["reward_mode"] == "composite"
     assert set(report["before"]) == set(report["after"])
     assert (learned / "learning.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    console = Console(record=True, width=200)
+    console.print(report_table(report))
+    table = console.export_text()
+    assert "n/a (one seed)" in table and "nan" not in table  # no interval across a single seed
+    assert "seed 0 EM" in table
     sft = json.loads((seed / "warm_start" / "sft_metrics.json").read_text())
     assert 0 < sft["drill_sequences"] <= 6  # drills whose careful expert retrieved before answering
     assert sft["answer_copy_sequences"] == 2  # 16 thought-to-answer turns, 8 a row
