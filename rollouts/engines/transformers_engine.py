@@ -118,7 +118,7 @@ class TransformersEngine:
         logprobs: list[list[float]] = [[] for _ in prompts]
         finish = ["length"] * len(prompts)
         live_B = torch.arange(len(prompts))  # which prompt each remaining row is
-        cache = DynamicCache()
+        cache = DynamicCache(config=self.model.config)  # the model's layer types (sliding-window layers included)
         mask_BL = attention_mask_BP.to(device)
         next_position_B1 = position_ids_BP[:, -1:].to(device) + 1
         step_ids_BS, step_positions_BS = input_ids_BP.to(device), position_ids_BP.to(device)
@@ -131,6 +131,9 @@ class TransformersEngine:
                         position_ids=step_positions_BS,
                         past_key_values=cache,
                         use_cache=True,
+                        # the prompt pass needs only its last position: [B, P, V] logits over Qwen's 151k
+                        # vocabulary would be 40 GB for 32 prompts x 2,048 tokens
+                        logits_to_keep=1,
                     )
                     .logits[:, -1, :]
                     .float()

@@ -150,6 +150,24 @@ def test_greedy_batch_equals_each_prompt_alone_and_keeps_input_order(policy, pro
     assert ids_of(reversed_out) == ids_of(alone)[::-1]
 
 
+def test_every_forward_pass_returns_logits_for_one_position_only(policy, prompts, monkeypatch):
+    """The prompt pass asks for the last position's logits only: [B, P, V] over Qwen's 151k ids would not fit."""
+    model, _ = policy
+    shapes = []
+    forward = model.forward
+
+    def spy(*args, **kwargs):
+        output = forward(*args, **kwargs)
+        shapes.append(tuple(output.logits.shape))
+        return output
+
+    monkeypatch.setattr(model, "forward", spy)
+    make_engine(policy).generate(prompts, SamplingParams(temperature=0.0, max_tokens=3))
+    assert len(shapes) == 3  # the prompt pass, then one pass per further token
+    assert shapes[0][:2] == (len(prompts), 1)  # the whole left-padded batch, one position
+    assert all(shape[1] == 1 for shape in shapes)
+
+
 # --- 3. seeds -----------------------------------------------------------------------------------------------
 
 
