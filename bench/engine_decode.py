@@ -36,6 +36,7 @@ from rollout_driver import machine_info  # bench/ is the script's directory
 from agemem.config import AgeMemConfig
 from agemem.configlib import ConfigError, load_config
 from rollouts.engines.base import Completion, SamplingParams
+from rollouts.engines.transformers_engine import left_pad
 
 
 class RecordingEngine:
@@ -54,12 +55,8 @@ def generate_reference(model: Any, prompts: list[list[int]], sampling: SamplingP
     import torch
     from transformers import GenerationConfig
 
-    width = max(len(p) for p in prompts)
-    ids_BP = torch.full((len(prompts), width), pad_id, dtype=torch.long)
-    mask_BP = torch.zeros_like(ids_BP)
-    for row, prompt in enumerate(prompts):
-        ids_BP[row, width - len(prompt) :] = torch.tensor(prompt)
-        mask_BP[row, width - len(prompt) :] = 1
+    ids_BP, mask_BP = left_pad(prompts, pad_id)
+    width = ids_BP.shape[1]
     config = GenerationConfig(
         max_new_tokens=sampling.max_tokens,
         do_sample=not sampling.greedy,

@@ -50,6 +50,19 @@ def truncate_logits(logits_BV: torch.Tensor, top_k: int, top_p: float) -> torch.
     return logits_BV
 
 
+def left_pad(prompts: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``[B, P]`` token ids and attention mask, every prompt right-aligned so all end at column ``P - 1``."""
+    import torch
+
+    width = max(len(p) for p in prompts)
+    input_ids_BP = torch.full((len(prompts), width), pad_id, dtype=torch.long)
+    attention_mask_BP = torch.zeros((len(prompts), width), dtype=torch.long)
+    for row, prompt in enumerate(prompts):
+        input_ids_BP[row, width - len(prompt) :] = torch.tensor(list(prompt), dtype=torch.long)
+        attention_mask_BP[row, width - len(prompt) :] = 1
+    return input_ids_BP, attention_mask_BP
+
+
 class TransformersEngine:
     """Implements :class:`~rollouts.engines.base.Engine` with ``transformers.generate``.
 
@@ -104,12 +117,7 @@ class TransformersEngine:
         from transformers import DynamicCache
 
         device = self.model.device
-        width = max(len(p) for p in prompts)
-        input_ids_BP = torch.full((len(prompts), width), self.pad_token_id, dtype=torch.long)
-        attention_mask_BP = torch.zeros((len(prompts), width), dtype=torch.long)
-        for row, prompt in enumerate(prompts):  # left padding: every prompt ends at column width-1
-            input_ids_BP[row, width - len(prompt) :] = torch.tensor(list(prompt), dtype=torch.long)
-            attention_mask_BP[row, width - len(prompt) :] = 1
+        input_ids_BP, attention_mask_BP = left_pad(prompts, self.pad_token_id)
         # positions count real tokens only, so a padded row sees the positions it would see alone
         position_ids_BP = (attention_mask_BP.cumsum(-1) - 1).clamp(min=0)
         stops = torch.tensor(sorted(set(sampling.stop_token_ids)), dtype=torch.long)
@@ -157,9 +165,9 @@ class TransformersEngine:
                     break
                 if not keep_B.all():  # finished rows leave the batch and the cache
                     kept = keep_B.nonzero().squeeze(1)
-                    live_B, chosen_B = live_B[kept], chosen_B[kept.to(device)]
-                    cache.batch_select_indices(kept.to(device))
-                    mask_BL, next_position_B1 = mask_BL[kept.to(device)], next_position_B1[kept.to(device)]
+                    live_B, kept = live_B[kept], kept.to(device)
+                    chosen_B, mask_BL, next_position_B1 = chosen_B[kept], mask_BL[kept], next_position_B1[kept]
+                    cache.batch_select_indices(kept)
                 mask_BL = torch.cat([mask_BL, mask_BL.new_ones(len(live_B), 1)], dim=1)
                 step_ids_BS, step_positions_BS = chosen_B[:, None], next_position_B1
                 next_position_B1 = next_position_B1 + 1
