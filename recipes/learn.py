@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agemem.config import AgeMemConfig
+from agemem.config import AgeMemConfig, LearnConfig
 from agemem.configlib import to_dict
 from agemem.files import atomic_open
 from eval.synthetic import EpisodeScore, evaluate_policy, mean_ci, mean_scores, paired_differences, scores_to_rows
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from agemem.encoders import Encoder
     from rollouts.records import Trajectory
     from rollouts.tasks import Task
+    from train.sft import SFTSettings
 
 REPORT_METRICS = (
     ("em", "exact match"),
@@ -239,11 +240,9 @@ def _stage_warm_start(
     import torch
     from transformers import Qwen2ForCausalLM
 
-    from rollouts.expert import evidence_thought
     from rollouts.policy import tiny_qwen2_config
-    from rollouts.synthetic import fact_statements
     from train.copy_task import CopySettings, induction_warmup
-    from train.sft import SFTSettings, supervised_warm_start
+    from train.sft import supervised_warm_start
 
     if (directory / "config.json").exists():
         return directory
@@ -263,20 +262,8 @@ def _stage_warm_start(
             progress=progress,
         )
         metrics.update(induction_warmup(model, tokenizer, copying))
-    settings = SFTSettings(
-        epochs=learn_cfg.sft_epochs,
-        learning_rate=learn_cfg.sft_learning_rate,
-        batch_size=learn_cfg.sft_batch_size,
-        seed=seed,
-        copy_share=learn_cfg.sft_copy_share,
-        copy_word_share=learn_cfg.copy_word_share,
-        progress=progress,
-    )
-    # the answers' copy of a quoted value, on invented statements (their own stream, not a task set's)
-    statements = [
-        (evidence_thought(sentence, learn_cfg.expert_quote_style), value)
-        for sentence, value in fact_statements(learn_cfg.sft_answer_copies, seed=seed)
-    ]
+    settings = sft_settings(learn_cfg, seed, progress=progress)
+    statements = answer_statements(learn_cfg, seed)
     staging = directory.with_name(directory.name + ".tmp")
     metrics.update(
         supervised_warm_start(model, tokenizer, demos, settings, staging, drills=drills, answer_statements=statements)
@@ -284,6 +271,34 @@ def _stage_warm_start(
     (staging / "sft_metrics.json").write_text(json.dumps(metrics, indent=2))
     staging.replace(directory)
     return directory
+
+
+def sft_settings(learn_cfg: LearnConfig, seed: int, *, progress: bool) -> SFTSettings:
+    """The warm start's SFT settings from ``learn.sft_*``."""
+    from train.sft import SFTSettings
+
+    return SFTSettings(
+        epochs=learn_cfg.sft_epochs,
+        learning_rate=learn_cfg.sft_learning_rate,
+        batch_size=learn_cfg.sft_batch_size,
+        micro_batches=learn_cfg.sft_micro_batches,
+        seed=seed,
+        copy_share=learn_cfg.sft_copy_share,
+        copy_word_share=learn_cfg.copy_word_share,
+        progress=progress,
+    )
+
+
+def answer_statements(learn_cfg: LearnConfig, seed: int) -> list[tuple[str, str]]:
+    """The warm start's answer-copy turns (thought quoting a fact, value to answer) on invented statements:
+    their own stream, not a task set's."""
+    from rollouts.expert import evidence_thought
+    from rollouts.synthetic import fact_statements
+
+    return [
+        (evidence_thought(sentence, learn_cfg.expert_quote_style), value)
+        for sentence, value in fact_statements(learn_cfg.sft_answer_copies, seed=seed)
+    ]
 
 
 def _stage_evaluate(

@@ -9,6 +9,7 @@ the same tokens in the same contexts.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +43,14 @@ class SFTSettings:
     batches with 0.999 learned 0.27 and stored the answer's fact in 8% of episodes instead of 43%."""
     seed: int = 0
     """data order and dropout seed."""
+    micro_batches: int = 1
+    """split each batch of ``batch_size`` random rows into this many micro-batches of similar length and
+    accumulate their gradients (transformers' ``batch_rebalance`` sampler): the same update as the whole batch,
+    normalised by its completion tokens, with less padding. 1 pads every row to the batch's longest."""
+    max_steps: int = 0
+    """stop after this many optimizer steps (a smoke run, a benchmark); 0 runs the epochs."""
+    mixed_precision: bool = True
+    """bf16 autocast over fp32 master weights (TRL's default, CPUs included: about 2x faster on a CPU)."""
     copy_share: float = 0.0
     """copy-task rows mixed in per demonstration row (:func:`train.copy_task.copy_rows`): a small model that
     learned to copy in a copy warm-up keeps the skill, and stretches it to the demonstrations' distances."""
@@ -49,6 +58,13 @@ class SFTSettings:
     """share of those copy rows whose span is made of recurring words (:func:`train.copy_task.word_span`)."""
     progress: bool = True
     """show TRL's progress bar."""
+
+    def __post_init__(self) -> None:
+        if self.micro_batches < 1 or self.batch_size % self.micro_batches:
+            raise ValueError(
+                f"micro_batches={self.micro_batches} must be >= 1 and divide batch_size={self.batch_size} "
+                "(each optimizer step takes batch_size rows, split into micro_batches groups)"
+            )
 
 
 def demonstration_dataset(trajectories: Sequence[Trajectory]) -> Dataset:
@@ -139,8 +155,59 @@ def supervised_warm_start(
     :func:`answer_copy_rows`); save model and tokenizer to ``output_dir`` (a Hugging Face directory
     ``policy.model`` can point at) and return TRL's train metrics."""
     import torch
+    from trl import SFTConfig
+
+    dataset, counts = warm_start_dataset(
+        tokenizer, trajectories, settings, drills=drills, answer_statements=answer_statements
+    )
+    output = Path(output_dir)
+    args = SFTConfig(
+        output_dir=str(output / "trl"),
+        num_train_epochs=settings.epochs,
+        max_steps=settings.max_steps or -1,
+        # with micro-batches the sampler draws batch_size random rows a step and splits them by length; the
+        # trainer normalises the accumulated loss by the whole batch's completion tokens (num_items_in_batch)
+        per_device_train_batch_size=settings.batch_size // settings.micro_batches,
+        gradient_accumulation_steps=settings.micro_batches,
+        learning_rate=settings.learning_rate,
+        lr_scheduler_type="cosine",
+        warmup_steps=settings.warmup,
+        weight_decay=0.0,
+        max_length=None,  # demonstrations are complete sequences; truncating one would cut its answer off
+        completion_only_loss=True,
+        adam_beta2=settings.adam_beta2,
+        train_sampling_strategy=_sampling_strategy(settings),
+        save_strategy="no",
+        report_to="none",
+        logging_steps=max(1, _optimizer_steps(len(dataset), settings) // 8),
+        disable_tqdm=not settings.progress,
+        seed=settings.seed,
+        use_cpu=not torch.cuda.is_available(),
+        bf16=settings.mixed_precision,
+    )
+    trainer = _seeded_trainer_class()(model=model, args=args, train_dataset=dataset, processing_class=tokenizer)
+    metrics = trainer.train().metrics
+    losses = [row["loss"] for row in trainer.state.log_history if "loss" in row]
+    metrics["first_loss"], metrics["final_loss"] = losses[0], losses[-1]  # logged batch losses, for a glance
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.save_pretrained(output)
+    tokenizer.save_pretrained(output)
+    metrics.update(counts)
+    return metrics
+
+
+def warm_start_dataset(
+    tokenizer: PreTrainedTokenizerBase,
+    trajectories: Sequence[Trajectory],
+    settings: SFTSettings,
+    *,
+    drills: Sequence[Trajectory] = (),
+    answer_statements: Sequence[tuple[str, str]] = (),
+) -> tuple[Dataset, dict[str, int]]:
+    """The warm start's rows (demonstrations, reading drills, answer-copy turns, copy sequences: see
+    :func:`supervised_warm_start`) and how many of each, with the demonstrations' token counts."""
     from datasets import concatenate_datasets
-    from trl import SFTConfig, SFTTrainer
 
     dataset = demonstration_dataset(trajectories)
     demonstration_rows = len(dataset)
@@ -152,44 +219,44 @@ def supervised_warm_start(
         dataset = concatenate_datasets([dataset, answer_rows])
     if settings.copy_share > 0:
         dataset = with_copy_rows(dataset, tokenizer, settings)
-    output = Path(output_dir)
-    args = SFTConfig(
-        output_dir=str(output / "trl"),
-        num_train_epochs=settings.epochs,
-        per_device_train_batch_size=settings.batch_size,
-        learning_rate=settings.learning_rate,
-        lr_scheduler_type="cosine",
-        warmup_steps=settings.warmup,
-        weight_decay=0.0,
-        max_length=None,  # demonstrations are complete sequences; truncating one would cut its answer off
-        completion_only_loss=True,
-        adam_beta2=settings.adam_beta2,
-        train_sampling_strategy="group_by_length" if settings.group_by_length else "random",
-        save_strategy="no",
-        report_to="none",
-        logging_steps=max(1, len(dataset) // settings.batch_size // 4),
-        disable_tqdm=not settings.progress,
-        seed=settings.seed,
-        use_cpu=not torch.cuda.is_available(),
-        # bf16 autocast (TRL's default, CPUs included) over fp32 master weights: about 2x faster on a CPU
-    )
-    trainer = SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer)
-    metrics = trainer.train().metrics
-    losses = [row["loss"] for row in trainer.state.log_history if "loss" in row]
-    metrics["first_loss"], metrics["final_loss"] = losses[0], losses[-1]  # logged batch losses, for a glance
-    model.generation_config.eos_token_id = tokenizer.eos_token_id
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
-    model.save_pretrained(output)
-    tokenizer.save_pretrained(output)
     drill_count = len(drill_rows) if drill_rows is not None else 0
     answer_count = len(answer_rows) if answer_rows is not None else 0
-    metrics["sequences"] = demonstration_rows
-    metrics["drill_sequences"] = drill_count
-    metrics["answer_copy_sequences"] = answer_count
-    metrics["copy_sequences"] = len(dataset) - demonstration_rows - drill_count - answer_count
-    metrics["completion_tokens"] = sum(sum(mask) for mask in dataset["completion_mask"][:demonstration_rows])
-    metrics["tokens"] = sum(len(ids) for ids in dataset["input_ids"][:demonstration_rows])
-    return metrics
+    counts = {
+        "sequences": demonstration_rows,
+        "drill_sequences": drill_count,
+        "answer_copy_sequences": answer_count,
+        "copy_sequences": len(dataset) - demonstration_rows - drill_count - answer_count,
+        "completion_tokens": sum(sum(mask) for mask in dataset["completion_mask"][:demonstration_rows]),
+        "tokens": sum(len(ids) for ids in dataset["input_ids"][:demonstration_rows]),
+    }
+    return dataset, counts
+
+
+def _optimizer_steps(rows: int, settings: SFTSettings) -> int:
+    return settings.max_steps or math.ceil(math.ceil(rows / settings.batch_size) * settings.epochs)
+
+
+def _sampling_strategy(settings: SFTSettings) -> str:
+    if settings.group_by_length and settings.micro_batches > 1:
+        raise ValueError("group_by_length and micro_batches > 1 are two ways to batch by length; pick one")
+    if settings.group_by_length:
+        return "group_by_length"
+    return "batch_rebalance" if settings.micro_batches > 1 else "random"
+
+
+def _seeded_trainer_class():
+    """``SFTTrainer`` whose length-balanced sampler shuffles with ``args.seed``: transformers builds its
+    ``BatchRebalanceSampler`` with a fixed seed (42), so every run seed would see the same row order."""
+    from trl import SFTTrainer
+
+    class SeededSFTTrainer(SFTTrainer):
+        def _get_train_sampler(self, train_dataset=None):
+            sampler = super()._get_train_sampler(train_dataset)
+            if hasattr(sampler, "effective_batch_size"):  # BatchRebalanceSampler, seeded in its constructor only
+                sampler.seed = self.args.seed
+            return sampler
+
+    return SeededSFTTrainer
 
 
 def with_copy_rows(dataset: Dataset, tokenizer: PreTrainedTokenizerBase, settings: SFTSettings) -> Dataset:

@@ -73,6 +73,7 @@ def test_non_string_yaml_value_for_a_string_field_says_to_quote_it(tmp_path):
         (["env.context=3"], "env.context must be a mapping"),
         (["env.context.filter_threshold"], "must look like key.sub=value"),
         (["learn.sft_answer_copies=-1"], "learn.sft_answer_copies=-1 must be >= 0"),
+        (["learn.sft_micro_batches=5"], "learn.sft_micro_batches=5 must be >= 1 and divide learn.sft_batch_size=12"),
         (
             ["learn.sft_answer_copies=8", "learn.expert_quote_evidence=false"],
             "set learn.expert_quote_evidence=true or learn.sft_answer_copies=0",
@@ -83,6 +84,7 @@ def test_bad_values_name_the_key_and_the_fix(overrides, message):
     with pytest.raises(ConfigError) as info:
         load_config(AgeMemConfig, None, overrides)
     assert message in str(info.value)
+    assert not str(info.value).startswith("learn.learn.")  # the section's prefix is added once, by the loader
 
 
 def test_missing_and_malformed_files(tmp_path):

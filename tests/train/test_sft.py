@@ -124,3 +124,79 @@ def test_answer_copy_rows_train_only_the_value_the_thought_quoted(demonstrations
             assert f"<|im_start|>assistant\n<think>{sentence}</think><answer>{value}</answer><|im_end|>" in text
     with pytest.raises(ValueError, match="per_row"):
         answer_copy_rows(tokenizer, statements, per_row=0)
+
+
+def _warm_start(trajectories, tokenizer, directory, **settings):
+    from transformers import Qwen2ForCausalLM
+
+    torch.manual_seed(0)
+    model = Qwen2ForCausalLM(tiny_qwen2_config(PolicyConfig(tiny_hidden_size=32, tiny_layers=1), len(tokenizer)))
+    base = dict(epochs=2, learning_rate=1e-2, batch_size=12, mixed_precision=False, progress=False)
+    metrics = supervised_warm_start(model, tokenizer, trajectories, SFTSettings(**{**base, **settings}), directory)
+    return model, metrics
+
+
+def test_length_balanced_micro_batches_give_the_whole_batch_update(demonstrations, tmp_path):
+    """12 rows, batch 12: each step sees all rows, as one padded batch or as 3 length-sorted micro-batches
+    whose losses are summed over the batch's completion tokens. Same losses, same weights after 2 steps.
+    (Averaging each micro-batch's own tokens instead weights a short row's tokens ~2x: measured to fail.)"""
+    tokenizer, trajectories = demonstrations
+    assert len(demonstration_dataset(trajectories)) == 12
+    whole, whole_metrics = _warm_start(trajectories, tokenizer, tmp_path / "whole")
+    split, split_metrics = _warm_start(trajectories, tokenizer, tmp_path / "split", micro_batches=3)
+    assert split_metrics["first_loss"] == pytest.approx(whole_metrics["first_loss"], rel=1e-5)
+    assert split_metrics["final_loss"] == pytest.approx(whole_metrics["final_loss"], rel=1e-5)
+    # the second step moves each weight by ~lr = 1e-2 (Adam); summation order leaves ~1e-6 (measured 6e-6 on one
+    # weight of 4,096 whose gradient is near 0, where Adam's g / sqrt(v) magnifies rounding)
+    split_state = split.state_dict()
+    for name, tensor in whole.state_dict().items():
+        torch.testing.assert_close(split_state[name], tensor, rtol=0, atol=5e-5)
+
+
+def test_micro_batches_split_a_seeded_random_batch_by_length(demonstrations, tmp_path):
+    from trl import SFTConfig
+
+    from train.sft import _seeded_trainer_class
+
+    tokenizer, trajectories = demonstrations
+    dataset = demonstration_dataset(trajectories)
+    lengths = [len(ids) for ids in dataset["input_ids"]]
+
+    def steps(seed: int) -> list[list[list[int]]]:
+        args = SFTConfig(
+            output_dir=str(tmp_path),
+            per_device_train_batch_size=2,
+            gradient_accumulation_steps=2,
+            train_sampling_strategy="batch_rebalance",
+            seed=seed,
+            use_cpu=True,
+            report_to="none",
+        )
+        trainer = _seeded_trainer_class()(
+            model=_tiny(tokenizer), args=args, train_dataset=dataset, processing_class=tokenizer
+        )
+        micro = list(trainer._get_train_sampler())
+        return [micro[i : i + 2] for i in range(0, len(micro), 2)]
+
+    seed0, seed1 = steps(0), steps(1)
+    assert len(seed0) == 3  # 12 rows, 4 a step
+    assert sorted(i for step in seed0 for mb in step for i in mb) == list(range(12))  # every row once an epoch
+    for step in seed0:  # a step's rows, sorted by length, cut in two: no row of one is between two of the other
+        first, second = ([lengths[i] for i in micro] for micro in step)
+        assert min(first) >= max(second) or min(second) >= max(first)
+    assert seed0 != seed1  # the run seed shuffles (transformers' own sampler is always seeded 42)
+
+
+def _tiny(tokenizer):
+    from transformers import Qwen2ForCausalLM
+
+    return Qwen2ForCausalLM(tiny_qwen2_config(PolicyConfig(tiny_hidden_size=32, tiny_layers=1), len(tokenizer)))
+
+
+def test_micro_batches_must_divide_the_batch():
+    with pytest.raises(ValueError, match="divide batch_size=12"):
+        SFTSettings(batch_size=12, micro_batches=5)
+    with pytest.raises(ValueError, match="pick one"):
+        from train.sft import _sampling_strategy
+
+        _sampling_strategy(SFTSettings(batch_size=12, micro_batches=2, group_by_length=True))
