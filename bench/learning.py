@@ -5,7 +5,7 @@ held-out eval for each seed (composite reward), and with ``--ablation`` the same
 ``reward.mode=answer_only``. Prints the before/after table of each and writes the reports (JSON)
 and plots (PNG) to ``bench/results/``. Opt-in: one seed takes minutes on a laptop CPU.
 
-    python bench/learning.py                         # seeds 0 1 2, configs/learn_cpu.yaml
+    python bench/learning.py                         # seeds 0-4, configs/learn_cpu.yaml
     python bench/learning.py --seeds 0 --ablation    # one seed, both reward modes
     python bench/learning.py --seeds 0 max_steps=60  # any config override (key=value), anywhere
 """
@@ -27,7 +27,7 @@ from agemem.configlib import load_config
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", default="configs/learn_cpu.yaml")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     parser.add_argument("--ablation", action="store_true", help="also run the seeds with answer_only rewards")
     parser.add_argument("--runs", default="runs/bench_learning", help="run directories (resumable)")
     parser.add_argument("--results", default="bench/results", help="where the reports and plots are copied")
