@@ -65,6 +65,8 @@ class SFTSettings:
                 f"micro_batches={self.micro_batches} must be >= 1 and divide batch_size={self.batch_size} "
                 "(each optimizer step takes batch_size rows, split into micro_batches groups)"
             )
+        if self.group_by_length and self.micro_batches > 1:
+            raise ValueError("group_by_length and micro_batches > 1 are two ways to batch by length; pick one")
 
 
 def demonstration_dataset(trajectories: Sequence[Trajectory]) -> Dataset:
@@ -237,8 +239,6 @@ def _optimizer_steps(rows: int, settings: SFTSettings) -> int:
 
 
 def _sampling_strategy(settings: SFTSettings) -> str:
-    if settings.group_by_length and settings.micro_batches > 1:
-        raise ValueError("group_by_length and micro_batches > 1 are two ways to batch by length; pick one")
     if settings.group_by_length:
         return "group_by_length"
     return "batch_rebalance" if settings.micro_batches > 1 else "random"
@@ -247,12 +247,13 @@ def _sampling_strategy(settings: SFTSettings) -> str:
 def _seeded_trainer_class():
     """``SFTTrainer`` whose length-balanced sampler shuffles with ``args.seed``: transformers builds its
     ``BatchRebalanceSampler`` with a fixed seed (42), so every run seed would see the same row order."""
+    from transformers.trainer_pt_utils import BatchRebalanceSampler
     from trl import SFTTrainer
 
     class SeededSFTTrainer(SFTTrainer):
         def _get_train_sampler(self, train_dataset=None):
             sampler = super()._get_train_sampler(train_dataset)
-            if hasattr(sampler, "effective_batch_size"):  # BatchRebalanceSampler, seeded in its constructor only
+            if isinstance(sampler, BatchRebalanceSampler):  # it reads its seed when iterated, so this takes effect
                 sampler.seed = self.args.seed
             return sampler
 

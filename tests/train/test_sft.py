@@ -127,10 +127,8 @@ def test_answer_copy_rows_train_only_the_value_the_thought_quoted(demonstrations
 
 
 def _warm_start(trajectories, tokenizer, directory, **settings):
-    from transformers import Qwen2ForCausalLM
-
     torch.manual_seed(0)
-    model = Qwen2ForCausalLM(tiny_qwen2_config(PolicyConfig(tiny_hidden_size=32, tiny_layers=1), len(tokenizer)))
+    model = _tiny(tokenizer)
     base = dict(epochs=2, learning_rate=1e-2, batch_size=12, mixed_precision=False, progress=False)
     metrics = supervised_warm_start(model, tokenizer, trajectories, SFTSettings(**{**base, **settings}), directory)
     return model, metrics
@@ -197,6 +195,4 @@ def test_micro_batches_must_divide_the_batch():
     with pytest.raises(ValueError, match="divide batch_size=12"):
         SFTSettings(batch_size=12, micro_batches=5)
     with pytest.raises(ValueError, match="pick one"):
-        from train.sft import _sampling_strategy
-
-        _sampling_strategy(SFTSettings(batch_size=12, micro_batches=2, group_by_length=True))
+        SFTSettings(batch_size=12, micro_batches=2, group_by_length=True)
