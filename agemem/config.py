@@ -269,6 +269,9 @@ class EngineConfig:
     """who generates: transformers (default; CPU or GPU), vllm (through TRL; needs `agemem[vllm]` and a GPU), openai."""
     batch_size: int = 32
     """transformers: prompts per generate() micro-batch."""
+    prefix_cache_tokens: int = 65_536
+    """transformers: tokens of KV kept to reuse when a prompt extends an earlier one (an agent's next step); 0 turns
+    prefix caching off. A token costs layers x 2 x kv_heads x head_dim x dtype bytes (Qwen2.5-1.5B in bf16: 28 KB)."""
     vllm: VLLMEngineConfig = field(default_factory=VLLMEngineConfig)
     """settings of backend=vllm."""
     openai: OpenAIEngineConfig = field(default_factory=OpenAIEngineConfig)
@@ -277,6 +280,10 @@ class EngineConfig:
     def validate(self) -> None:
         if self.batch_size < 1:
             raise ConfigError(f"batch_size={self.batch_size} must be >= 1")
+        if self.prefix_cache_tokens < 0:
+            raise ConfigError(
+                f"prefix_cache_tokens={self.prefix_cache_tokens} must be >= 0 (0 turns prefix caching off)"
+            )
         if self.backend == "openai" and not self.openai.model:
             raise ConfigError("backend=openai needs openai.model=<name served at openai.base_url>")
 
@@ -657,6 +664,9 @@ class LearnConfig:
     sft_micro_batches: int = 1
     """warm start: split each step's random rows into this many micro-batches of similar length and accumulate
     (the same update, less padding; 3 of 18 rows: 1.45x faster a step on a CPU); must divide sft_batch_size."""
+    warm_start_attention: Literal["eager", "sdpa"] = "eager"
+    """attention kernel of the copy warm-up and the SFT (not saved: GRPO and rollouts use the library default, sdpa).
+    For the 128-wide model on a CPU, eager is 1.5x faster a copy step and as fast a SFT step (bench/sft_batching.py)."""
 
     def validate(self) -> None:
         if not self.seeds or len(set(self.seeds)) != len(self.seeds):

@@ -1,20 +1,24 @@
-"""Warm-start (SFT) speed: random batches padded to their longest row, against length-balanced micro-batches.
+"""Warm-start speed: SFT step time by batching, attention kernel and gradient checkpointing; copy warm-up step time.
 
 The warm start's rows range from ~200 tokens (answer-copy turns) to ~1,000 (a whole episode, a copy
 sequence). A random batch of 18 pads every row to its longest: about 1.8 tokens computed per real token.
 ``learn.sft_micro_batches=k`` keeps the random batch of 18 but splits it, sorted by length, into k
 micro-batches (transformers' ``batch_rebalance`` sampler) and accumulates: the same update (the loss is
 normalised by the whole batch's completion tokens; ``tests/train/test_sft.py`` checks the weights), fewer
-padded tokens and shorter attention spans.
+padded tokens and shorter attention spans. TRL's ``SFTConfig`` also turns gradient checkpointing on by
+default (a second forward pass a step, for memory a 1.1M-parameter model does not need), and the attention
+kernel (``learn.warm_start_attention``) matters at these widths.
 
-The rows are a real warm start's: the demonstrations, reading drills and answer-copy turns that
-``agemem learn`` wrote for one seed (``--run``), with the configured copy rows mixed in. Every mode trains a
-fresh copy of the same random model for ``--steps`` optimizer steps, in the same process, modes rotating
-each repeat; the median seconds a step over ``--repeats`` is reported, with the padded tokens a real token
-costs (counted over one epoch of each mode's batches) and the last logged loss.
+A mode is ``micro-batches:attention[:gc]`` (``gc``: gradient checkpointing on). The default modes go from
+TRL's defaults to the recipe's settings one change at a time. The rows are a real warm start's: the
+demonstrations, reading drills and answer-copy turns that ``agemem learn`` wrote for one seed (``--run``),
+with the configured copy rows mixed in. Every mode trains a fresh copy of the same random model for
+``--steps`` optimizer steps, in the same process, modes rotating each repeat; the median seconds a step
+over ``--repeats`` is reported, with the padded tokens a real token costs and the last logged loss. The
+copy warm-up (``train/copy_task.py``) is timed the same way for each attention kernel (``--copy-steps``).
 
     python bench/sft_batching.py --run runs/learn/seed_0
-    python bench/sft_batching.py --run runs/learn/seed_0 --micro 1 2 3 6 --steps 20 --repeats 1
+    python bench/sft_batching.py --run runs/learn/seed_0 --modes 1:sdpa 3:sdpa 6:sdpa --steps 20 --repeats 1
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import argparse
 import json
 import statistics
 import tempfile
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -33,6 +38,8 @@ from rollout_driver import machine_info  # bench/ is the script's directory
 
 from agemem.config import AgeMemConfig
 from agemem.configlib import ConfigError, load_config
+
+DEFAULT_MODES = ["1:sdpa:gc", "3:sdpa:gc", "3:sdpa", "3:eager"]
 
 
 def padding_per_real_token(lengths: list[int], batch_size: int, micro_batches: int, seed: int) -> float:
@@ -49,12 +56,27 @@ def padding_per_real_token(lengths: list[int], batch_size: int, micro_batches: i
     return computed / sum(lengths)
 
 
+def parse_mode(spec: str, batch_size: int) -> tuple[int, str, bool]:
+    """``k:attention[:gc]`` -> (micro-batches, attention kernel, gradient checkpointing)."""
+    parts = spec.split(":")
+    try:
+        micro, attention = int(parts[0]), parts[1]
+    except (ValueError, IndexError):
+        raise SystemExit(f"--modes {spec!r}: write a mode as micro-batches:attention[:gc], e.g. 3:eager") from None
+    if attention not in ("eager", "sdpa") or parts[2:] not in ([], ["gc"]):
+        raise SystemExit(f"--modes {spec!r}: attention is eager or sdpa, and only ':gc' may follow it")
+    if micro < 1 or batch_size % micro:
+        raise SystemExit(f"--modes {spec!r}: {micro} micro-batches must divide learn.sft_batch_size={batch_size}")
+    return micro, attention, parts[2:] == ["gc"]
+
+
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run", required=True, help="a seed directory `agemem learn` wrote (runs/learn/seed_0)")
     parser.add_argument("--config", default="configs/learn_cpu.yaml", help="the learn settings the run used")
-    parser.add_argument("--micro", type=int, nargs="+", default=[1, 3, 6], help="micro-batches a step to compare")
-    parser.add_argument("--steps", type=int, default=30, help="optimizer steps a measurement")
+    parser.add_argument("--modes", nargs="+", default=DEFAULT_MODES, help="micro-batches:attention[:gc] each")
+    parser.add_argument("--steps", type=int, default=30, help="SFT optimizer steps a measurement")
+    parser.add_argument("--copy-steps", type=int, default=100, help="copy warm-up steps a measurement; 0: skip")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0, help="the run's seed (its answer-copy turns, data order)")
     parser.add_argument("--out", default="bench/results/sft_batching.json")
@@ -70,6 +92,7 @@ def main() -> None:
     from recipes.learn import answer_statements, sft_settings
     from rollouts.policy import tiny_qwen2_config
     from rollouts.records import read_trajectories
+    from train.copy_task import CopySettings, induction_warmup
     from train.sft import supervised_warm_start, warm_start_dataset
 
     args = parse_args()
@@ -82,9 +105,7 @@ def main() -> None:
     except ConfigError as err:
         raise SystemExit(str(err)) from err
     learn = config.learn
-    for micro in args.micro:
-        if micro < 1 or learn.sft_batch_size % micro:
-            raise SystemExit(f"--micro {micro} must divide learn.sft_batch_size={learn.sft_batch_size}")
+    modes = {spec: parse_mode(spec, learn.sft_batch_size) for spec in args.modes}
     tokenizer = load_tokenizer(str(run / "tokenizer"))
     demos = list(read_trajectories(run / "demonstrations.jsonl"))
     drills = list(read_trajectories(run / "drills.jsonl")) if (run / "drills.jsonl").exists() else []
@@ -92,68 +113,87 @@ def main() -> None:
     base = replace(sft_settings(learn, args.seed, progress=False), max_steps=args.steps)
     dataset, counts = warm_start_dataset(tokenizer, demos, base, drills=drills, answer_statements=statements)
     lengths = [len(ids) for ids in dataset["input_ids"]]
-    console = Console()
+    console = Console(width=150)
     console.print(f"{len(lengths)} rows, {sum(lengths) / len(lengths):.0f} tokens on average, longest {max(lengths)}")
-
-    # 1. train each mode for --steps from the same random model, modes rotating each repeat
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(args.seed)
         initial = Qwen2ForCausalLM(tiny_qwen2_config(config.policy, len(tokenizer))).state_dict()
-    runs: dict[int, list[dict[str, Any]]] = {micro: [] for micro in args.micro}
+
+    def fresh_model(attention: str) -> Qwen2ForCausalLM:
+        model = Qwen2ForCausalLM(tiny_qwen2_config(config.policy, len(tokenizer)))
+        model.load_state_dict(initial)
+        model.set_attn_implementation(attention)
+        return model
+
+    # 1. SFT: train each mode for --steps from the same random model, modes rotating each repeat
+    names = list(modes)
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
     for repeat in range(args.repeats):
-        shift = repeat % len(args.micro)
-        for micro in args.micro[shift:] + args.micro[:shift]:
-            model = Qwen2ForCausalLM(tiny_qwen2_config(config.policy, len(tokenizer)))
-            model.load_state_dict(initial)
+        shift = repeat % len(names)
+        for name in names[shift:] + names[:shift]:
+            micro, attention, checkpointing = modes[name]
+            settings = replace(base, micro_batches=micro, gradient_checkpointing=checkpointing)
             with tempfile.TemporaryDirectory() as scratch:
                 metrics = supervised_warm_start(
-                    model,
-                    tokenizer,
-                    demos,
-                    replace(base, micro_batches=micro),
-                    scratch,
-                    drills=drills,
+                    fresh_model(attention), tokenizer, demos, settings, scratch, drills=drills,
                     answer_statements=statements,
-                )
-            runs[micro].append(metrics)
-            step_s = metrics["train_runtime"] / args.steps
-            console.print(f"repeat {repeat + 1}/{args.repeats}, {micro} micro-batch(es): {step_s:.2f} s a step")
+                )  # fmt: skip
+            runs[name].append(metrics)
+            console.print(f"repeat {repeat + 1}/{args.repeats}, {name}: {metrics['train_runtime'] / args.steps:.2f} s")
 
-    # 2. table and JSON
+    # 2. the copy warm-up, per attention kernel
+    copy_ms: dict[str, list[float]] = {attention: [] for attention in dict.fromkeys(m[1] for m in modes.values())}
+    for _ in range(args.repeats if args.copy_steps else 0):
+        for attention in copy_ms:
+            copying = CopySettings(args.copy_steps, learn.copy_learning_rate, seed=args.seed, progress=False)
+            start = time.perf_counter()
+            induction_warmup(fresh_model(attention), tokenizer, copying)
+            copy_ms[attention].append((time.perf_counter() - start) / args.copy_steps * 1000)
+
+    # 3. tables and JSON
     rows = {}
-    for micro, results in runs.items():
-        rows[micro] = {
+    for name, results in runs.items():
+        micro = modes[name][0]
+        rows[name] = {
             "step_s": statistics.median(r["train_runtime"] for r in results) / args.steps,
             "padded_per_real_token": padding_per_real_token(lengths, learn.sft_batch_size, micro, args.seed),
             "final_loss": results[0]["final_loss"],
         }
-    reference = rows[args.micro[0]]["step_s"]
-    table = Table(title=f"SFT, {learn.sft_batch_size} rows a step, {args.steps} steps (median of {args.repeats})")
-    for column in ("micro-batches", "s / step", "computed / real tokens", "loss at the end", "speed-up"):
-        table.add_column(column, justify="right")
-    for micro, row in rows.items():
-        table.add_row(
-            str(micro),
-            f"{row['step_s']:.2f}",
-            f"{row['padded_per_real_token']:.2f}",
-            f"{row['final_loss']:.3f}",
-            f"{reference / row['step_s']:.2f}x",
-        )
-    console.print(table)
+    reference = rows[names[0]]["step_s"]
     steps_per_seed = -(-len(lengths) // learn.sft_batch_size) * learn.sft_epochs
-    minutes = (f"{micro} micro-batch(es) {row['step_s'] * steps_per_seed / 60:.1f} min" for micro, row in rows.items())
-    console.print(f"a whole warm start is {steps_per_seed:.0f} steps: " + ", ".join(minutes))
+    table = Table(title=f"SFT, {learn.sft_batch_size} rows a step, {args.steps} steps (median of {args.repeats})")
+    columns = ("mode", "micro-batches", "attention", "checkpointing", "s / step", "computed / real tokens")
+    for column in (*columns, "loss at the end", "warm start min", "speed-up"):
+        table.add_column(column, justify="right")
+    for name, row in rows.items():
+        micro, attention, checkpointing = modes[name]
+        table.add_row(
+            name, str(micro), attention, "on" if checkpointing else "off", f"{row['step_s']:.2f}",
+            f"{row['padded_per_real_token']:.2f}", f"{row['final_loss']:.3f}",
+            f"{row['step_s'] * steps_per_seed / 60:.1f}", f"{reference / row['step_s']:.2f}x",
+        )  # fmt: skip
+    console.print(table)
+    console.print(f"a whole warm start is {steps_per_seed:.0f} SFT steps")
+    copy_rows = {attention: statistics.median(ms) for attention, ms in copy_ms.items() if ms}
+    if copy_rows:
+        copy_table = Table(title=f"copy warm-up, {args.copy_steps} steps (median of {args.repeats})")
+        for column in ("attention", "ms / step", f"{learn.copy_steps} steps, min"):
+            copy_table.add_column(column, justify="right")
+        for attention, ms in copy_rows.items():
+            copy_table.add_row(attention, f"{ms:.0f}", f"{ms * learn.copy_steps / 60_000:.1f}")
+        console.print(copy_table)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     report = {
         "args": vars(args),
-        "machine": machine_info(model, torch.get_num_threads()),
+        "machine": machine_info(fresh_model("sdpa"), torch.get_num_threads()),
         "rows": len(lengths),
         "row_counts": counts,
         "mean_row_tokens": sum(lengths) / len(lengths),
         "warm_start_steps": steps_per_seed,
-        "modes": {str(micro): row for micro, row in rows.items()},
-        "speedup": {str(micro): reference / row["step_s"] for micro, row in rows.items()},
+        "modes": rows,
+        "speedup": {name: reference / row["step_s"] for name, row in rows.items()},
+        "copy_ms_per_step": copy_rows,
     }
     out.write_text(json.dumps(report, indent=2))
     console.print(f"written to {out}")

@@ -99,9 +99,9 @@ def run_seed(config: AgeMemConfig, seed: int, out: Path, encoder: Encoder, *, pr
     tokenizer = _stage_tokenizer(config, seeds, out / "tokenizer", encoder)
     timer.lap("tokenizer")
     # 2. demonstrations
-    sft_tasks = _tasks(config, config.learn.sft_tasks, seeds.sft)
+    sft_tasks = synthetic_tasks(config, config.learn.sft_tasks, seeds.sft)
     demos = _stage_demonstrations(config, seed, sft_tasks, tokenizer, out / "demonstrations.jsonl", encoder)
-    drill_tasks = _tasks(config, config.learn.sft_drills, seeds.drill) if config.learn.sft_drills else []
+    drill_tasks = synthetic_tasks(config, config.learn.sft_drills, seeds.drill) if config.learn.sft_drills else []
     drills = _stage_demonstrations(
         config, seed, drill_tasks, tokenizer, out / "drills.jsonl", encoder, habits=READING_DRILL_HABITS
     )
@@ -110,7 +110,7 @@ def run_seed(config: AgeMemConfig, seed: int, out: Path, encoder: Encoder, *, pr
     warm = _stage_warm_start(config, seed, tokenizer, demos, drills, out / "warm_start", progress=progress)
     timer.lap("warm_start")
     # 4. evaluate the warm start
-    eval_tasks = _tasks(config, config.learn.eval_tasks, seeds.eval)
+    eval_tasks = synthetic_tasks(config, config.learn.eval_tasks, seeds.eval)
     before = _stage_evaluate(config, seed, warm, eval_tasks, out / "eval_warm_start.jsonl", encoder, progress)
     timer.lap("eval_warm_start")
     # 5. GRPO
@@ -138,7 +138,7 @@ def run_seed(config: AgeMemConfig, seed: int, out: Path, encoder: Encoder, *, pr
     return result
 
 
-def _tasks(config: AgeMemConfig, count: int, generator_seed: int) -> list[Task]:
+def synthetic_tasks(config: AgeMemConfig, count: int, generator_seed: int) -> list[Task]:
     """``count`` synthetic tasks of generator seed ``generator_seed``, shaped by ``data.synthetic``."""
     from rollouts.build import load_tasks
 
@@ -193,7 +193,7 @@ def _stage_tokenizer(config: AgeMemConfig, seeds: TaskSeeds, directory: Path, en
 
     if (directory / "tokenizer_config.json").exists():
         return load_tokenizer(str(directory))
-    tasks = _tasks(config, config.learn.tokenizer_tasks, seeds.tokenizer)
+    tasks = synthetic_tasks(config, config.learn.tokenizer_tasks, seeds.tokenizer)
     texts = {text for task in tasks for text in (task.question, *task.distractors, *(p.text for p in task.contexts))}
     # the protocol's text (system prompt, tool calls and responses), rendered with Qwen's identical ChatML
     for trajectory in _play_expert(config, seeds.tokenizer, tasks[:TOKENIZER_DEMOS], load_tokenizer(), encoder):
@@ -249,6 +249,7 @@ def _stage_warm_start(
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = Qwen2ForCausalLM(tiny_qwen2_config(config.policy, len(tokenizer)))
+    model.set_attn_implementation(config.learn.warm_start_attention)  # training only: config.json does not keep it
     model.config.eos_token_id = model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.config.pad_token_id = model.generation_config.pad_token_id = tokenizer.pad_token_id
     learn_cfg = config.learn

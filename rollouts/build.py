@@ -76,7 +76,9 @@ def build_engine(
 
         if model is None:
             raise ValueError("engine.backend=transformers needs the policy model")
-        return TransformersEngine(model, tokenizer, batch_size=engine.batch_size)
+        return TransformersEngine(
+            model, tokenizer, batch_size=engine.batch_size, prefix_cache_tokens=engine.prefix_cache_tokens
+        )
     if engine.backend == "openai":
         from rollouts.engines.openai_engine import OpenAIEngine
 

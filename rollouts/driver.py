@@ -42,6 +42,8 @@ class RolloutStats:
     ticks: int = 0
     """engine calls."""
     prompt_tokens: int = 0
+    cached_prompt_tokens: int = 0
+    """prompt tokens the engine served from its prefix cache (not recomputed)."""
     generated_tokens: int = 0
     engine_s: float = 0.0
     """time spent inside engine.generate."""
@@ -66,6 +68,7 @@ class RolloutStats:
             "ticks": self.ticks,
             "mean_batch": round(self.mean_batch, 2),
             "prompt_tokens": self.prompt_tokens,
+            "cached_prompt_tokens": self.cached_prompt_tokens,
             "generated_tokens": self.generated_tokens,
             "engine_s": round(self.engine_s, 3),
             "wall_s": round(self.wall_s, 3),
@@ -190,6 +193,7 @@ class RolloutDriver:
                 stats.ticks += 1
                 stats.steps += len(requests)
                 stats.prompt_tokens += sum(len(r.prompt_ids) for r in requests)
+                stats.cached_prompt_tokens += sum(c.cached_prompt_tokens for c in completions)
                 stats.generated_tokens += sum(len(c.token_ids) for c in completions)
                 # 3. Each episode consumes its completion and runs on to its next request.
                 still_live = []

@@ -164,7 +164,9 @@ def policy_update(
     ref = None
     if grpo.beta > 0:
         assert reference is not None
-        with reference.model(unwrapped) as ref_module:
+        # the same autocast as the policy's forward (accelerate wraps only the prepared policy): under bf16 an
+        # fp32 reference would differ from the identical initial policy by rounding, a KL floor that is noise
+        with reference.model(unwrapped) as ref_module, accelerator.autocast():
             ref = per_sample_logprobs(ref_module, samples, budget, pad_id, device)
     policy.train()
 

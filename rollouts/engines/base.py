@@ -52,6 +52,8 @@ class Completion:
     """the backend's own decoding, when it has one (chat endpoints); token engines leave it None."""
     error: str | None = None
     """why the backend failed (finish_reason='error'); the episode shows it to the agent instead of crashing."""
+    cached_prompt_tokens: int = 0
+    """prompt tokens whose KV the backend reused from an earlier request instead of computing (prefix caching)."""
     meta: dict[str, Any] = field(default_factory=dict)
 
 

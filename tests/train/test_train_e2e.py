@@ -60,6 +60,7 @@ def test_training_writes_metrics_samples_and_checkpoints_and_changes_the_weights
     assert records[1]["train/kl"] > 0  # the policy moved away from the reference after step 1
     raw = json.loads((out / "metrics.jsonl").read_text().splitlines()[0])
     assert raw["time/update_s"] > 0 and raw["throughput/train_tokens_per_s"] > 0
+    assert 0 < raw["throughput/prefix_cache_share"] < 1  # steps 2 and 3 of an episode extend step 1's prompt
     samples = list(read_trajectories(out / "trajectories.jsonl"))
     assert [s.meta["train_step"] for s in samples] == [1, 1, 2, 2, 3, 3] and samples[0].steps
     kept = sorted(p.name for p in (out / "checkpoints").iterdir())
