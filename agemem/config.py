@@ -664,9 +664,10 @@ class LearnConfig:
     sft_micro_batches: int = 1
     """warm start: split each step's random rows into this many micro-batches of similar length and accumulate
     (the same update, less padding; 3 of 18 rows: 1.45x faster a step on a CPU); must divide sft_batch_size."""
-    warm_start_attention: Literal["eager", "sdpa"] = "eager"
-    """attention kernel of the copy warm-up and the SFT (not saved: GRPO and rollouts use the library default, sdpa).
-    For the 128-wide model on a CPU, eager is 1.5x faster a copy step and as fast a SFT step (bench/sft_batching.py)."""
+    warm_start_attention: Literal["eager", "sdpa"] = "sdpa"
+    """attention kernel of the copy warm-up and the SFT (not saved: GRPO and rollouts use sdpa). For the 128-wide
+    model on a CPU, eager is 1.5x faster a copy step and as fast a SFT step (bench/sft_batching.py); the 5-seed
+    results were trained with sdpa, and both warm starts trained with eager so far drifted under GRPO."""
 
     def validate(self) -> None:
         if not self.seeds or len(set(self.seeds)) != len(self.seeds):

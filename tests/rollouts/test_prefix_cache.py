@@ -9,28 +9,17 @@ from __future__ import annotations
 import pytest
 import torch
 
-from agemem.config import AgeMemConfig, EngineConfig, PolicyConfig
+from agemem.config import AgeMemConfig, EngineConfig
 from agemem.configlib import ConfigError
 from rollouts.build import build_engine
 from rollouts.engines.base import SamplingParams
 from rollouts.engines.prefix_cache import BLOCK, CachedPrefix, PrefixCache
 from rollouts.engines.transformers_engine import TransformersEngine
-from rollouts.policy import load_policy
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=6)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
-@pytest.fixture(scope="module")
-def policy():
-    return load_policy(PolicyConfig(device="cpu"))
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # see conftest.py
 
 
 def random_ids(count: int, seed: int) -> list[int]:

@@ -25,19 +25,7 @@ QWEN3_TOKENIZER = "/work/shared/tokenizers/qwen3"
 IM_END = 151645
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    """The tiny model gains nothing from intra-op threads, and on a busy 2-core box their spinning makes every
-    generate call ~30x slower; restored afterwards so other modules keep their setting."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
-@pytest.fixture(scope="module")
-def policy():
-    return load_policy(PolicyConfig(device="cpu"))
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # see conftest.py
 
 
 @pytest.fixture(scope="module")
