@@ -54,6 +54,7 @@ def main() -> None:
     from agemem.encoders import build_encoder
     from recipes.learn import synthetic_tasks
     from rollouts.build import build_driver, build_engine, build_resources, distractors_for
+    from rollouts.engines.transformers_engine import DEFAULT_PREFIX_CACHE_TOKENS
     from rollouts.policy import load_policy
 
     args = parse_args()
@@ -74,7 +75,7 @@ def main() -> None:
     encoder = build_encoder(config.env.encoder)
     tasks = synthetic_tasks(config, args.tasks, generator_seed=10_000 + args.seed)
     distractors = distractors_for(config, tasks, encoder)
-    modes = {"prefix cache off": 0, "prefix cache on": config.engine.prefix_cache_tokens or 65_536}
+    modes = {"prefix cache off": 0, "prefix cache on": config.engine.prefix_cache_tokens or DEFAULT_PREFIX_CACHE_TOKENS}
 
     def play(capacity: int) -> tuple[dict[str, Any], list[list[int]]]:
         engine_config = replace(config, engine=replace(config.engine, prefix_cache_tokens=capacity))

@@ -307,7 +307,8 @@ def _step_metrics(
         "breakdowns": breakdowns,
         "samples": vars(sample_stats),
         "generated_tokens": rollout_stats.generated_tokens,
-        "prompt_tokens": (rollout_stats.prompt_tokens, rollout_stats.cached_prompt_tokens),
+        "prompt_tokens": rollout_stats.prompt_tokens,
+        "cached_prompt_tokens": rollout_stats.cached_prompt_tokens,
     }
     ranks = run.gather(local)
     episodes = sum(r["episodes"] for r in ranks)
@@ -330,8 +331,8 @@ def _step_metrics(
     metrics["time/sync_s"] = timer.laps["sync"]
     metrics["time/step_s"] = time.perf_counter() - timer.start
     metrics["throughput/generated_tokens_per_s"] = generated / max(timer.laps["rollout"], 1e-9)
-    prompt_tokens, cached_tokens = (sum(column) for column in zip(*(r["prompt_tokens"] for r in ranks)))
-    metrics["throughput/prefix_cache_share"] = cached_tokens / max(prompt_tokens, 1)  # prompt KV reused, not computed
+    cached, prompted = (sum(r[key] for r in ranks) for key in ("cached_prompt_tokens", "prompt_tokens"))
+    metrics["throughput/prefix_cache_share"] = cached / max(prompted, 1)  # prompt KV reused, not computed
     metrics["throughput/train_tokens_per_s"] = metrics["samples/tokens_forwarded"] / max(timer.laps["update"], 1e-9)
     metrics["episodes"] = episodes
     return metrics

@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from agemem.config import EngineConfig
 from rollouts.engines.base import CallCounter, Completion, SamplingParams, derive_seed
 from rollouts.engines.prefix_cache import CachedPrefix, PrefixCache
 
@@ -33,8 +34,8 @@ if TYPE_CHECKING:
     import torch
     from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 
-DEFAULT_PREFIX_CACHE_TOKENS = 65_536
-"""tokens of KV the engine keeps for reuse (tiny policy: 1 KB a token; Qwen2.5-1.5B in bf16: 28 KB)."""
+DEFAULT_PREFIX_CACHE_TOKENS = EngineConfig.prefix_cache_tokens
+"""tokens of KV the engine keeps for reuse, as configured by default (``engine.prefix_cache_tokens``)."""
 
 
 def truncate_logits(logits_BV: torch.Tensor, top_k: int, top_p: float) -> torch.Tensor:
@@ -171,7 +172,7 @@ class TransformersEngine:
         live_B = torch.arange(len(prompts))  # which prompt each remaining row is
         cache = DynamicCache(config=self.model.config)  # the model's layer types (sliding-window layers included)
         if cached:
-            self._seed_cache(cache, prompts, prefixes, cached)
+            self._seed_cache(cache, prompts, prefixes, cached, fresh)
         mask_BL = attention_mask_BP.to(device)
         next_position_B1 = position_ids_BP[:, -1:].to(device) + 1
         step_ids_BS = input_ids_BP[:, cached:].to(device)
@@ -231,11 +232,11 @@ class TransformersEngine:
         prompts: list[Sequence[int]],
         prefixes: list[tuple[CachedPrefix | None, int]],
         cached: int,
+        fresh: int,
     ) -> None:
         """Fill the first ``cached`` columns of every layer with the rows' cached KV, right-aligned like the
         left-padded prompts (a row uses the ``len(prompt) - fresh`` tokens of its prefix that fall there;
         the rest of its columns are padding, masked out)."""
-        fresh = max(len(prompt) for prompt in prompts) - cached
         template = next(entry for entry, _ in prefixes if entry is not None)
         for layer, (keys_HTD, values_HTD) in enumerate(zip(template.keys_LHTD, template.values_LHTD)):
             heads, _, dim = keys_HTD.shape
