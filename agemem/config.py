@@ -664,10 +664,12 @@ class LearnConfig:
     sft_micro_batches: int = 1
     """warm start: split each step's random rows into this many micro-batches of similar length and accumulate
     (the same update, less padding; 3 of 18 rows: 1.45x faster a step on a CPU); must divide sft_batch_size."""
+    copy_attention: Literal["eager", "sdpa"] = "sdpa"
+    """attention kernel of the copy warm-up (not saved with the model). Its batches are short (<= 88 tokens) and
+    unpadded, where eager is 1.5x faster a step than sdpa on a CPU (bench/sft_batching.py)."""
     warm_start_attention: Literal["eager", "sdpa"] = "sdpa"
-    """attention kernel of the copy warm-up and the SFT (not saved: GRPO and rollouts use sdpa). For the 128-wide
-    model on a CPU, eager is 1.5x faster a copy step and as fast a SFT step (bench/sft_batching.py); the 5-seed
-    results were trained with sdpa, and both warm starts trained with eager so far drifted under GRPO."""
+    """attention kernel of the SFT (not saved: GRPO and rollouts use sdpa). As fast as eager a SFT step for the
+    128-wide model on a CPU (bench/sft_batching.py); both warm starts whose SFT ran with eager drifted under GRPO."""
 
     def validate(self) -> None:
         if not self.seeds or len(set(self.seeds)) != len(self.seeds):

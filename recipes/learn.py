@@ -249,12 +249,12 @@ def _stage_warm_start(
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = Qwen2ForCausalLM(tiny_qwen2_config(config.policy, len(tokenizer)))
-    model.set_attn_implementation(config.learn.warm_start_attention)  # training only: config.json does not keep it
     model.config.eos_token_id = model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.config.pad_token_id = model.generation_config.pad_token_id = tokenizer.pad_token_id
     learn_cfg = config.learn
     metrics: dict[str, Any] = {}
     if learn_cfg.copy_steps:  # a random model first learns to copy; imitation alone never got there on a CPU
+        model.set_attn_implementation(learn_cfg.copy_attention)  # training only: config.json does not keep it
         copying = CopySettings(
             learn_cfg.copy_steps,
             learn_cfg.copy_learning_rate,
@@ -263,6 +263,7 @@ def _stage_warm_start(
             progress=progress,
         )
         metrics.update(induction_warmup(model, tokenizer, copying))
+    model.set_attn_implementation(learn_cfg.warm_start_attention)
     settings = sft_settings(learn_cfg, seed, progress=progress)
     statements = answer_statements(learn_cfg, seed)
     staging = directory.with_name(directory.name + ".tmp")

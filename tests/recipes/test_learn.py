@@ -62,7 +62,7 @@ def test_every_stage_leaves_its_output(learned):
     assert 0 < sft["drill_sequences"] <= 6  # drills whose careful expert retrieved before answering
     assert sft["answer_copy_sequences"] == 2  # 16 thought-to-answer turns, 8 a row
     rows = sft["sequences"] + sft["drill_sequences"] + sft["answer_copy_sequences"]
-    assert sft["copy_steps"] == 4 and sft["copy_sequences"] == round(rows / 2)  # sft_copy_share 0.5
+    assert sft["copy_steps"] == 4 and sft["copy_sequences"] == round(rows * 0.1)  # learn_cpu.yaml: sft_copy_share 0.1
 
 
 def test_grpo_changed_the_warm_start_weights(learned):
@@ -96,3 +96,29 @@ def test_answer_only_flag_switches_the_training_reward(tmp_path, monkeypatch):
     monkeypatch.setattr(recipes.learn, "report_table", lambda report: "")
     main(["learn", "--config", "configs/learn_cpu.yaml", "--answer-only", f"output_dir={tmp_path}"])
     assert seen["config"].reward.mode == "answer_only"
+
+
+def test_copy_warm_up_and_sft_each_run_with_their_own_attention_kernel(tmp_path, monkeypatch):
+    """learn.copy_attention is the copy warm-up's kernel, learn.warm_start_attention the SFT's."""
+    import train.copy_task
+    import train.sft
+    from agemem.chat import load_tokenizer
+    from recipes.learn import _stage_warm_start
+
+    seen = {}
+
+    def record(phase):
+        def fake(model, tokenizer, *args, **kwargs):
+            seen[phase] = model.config._attn_implementation
+            if phase == "sft":
+                model.save_pretrained(args[2])  # (demos, settings, output_dir)
+            return {}
+
+        return fake
+
+    monkeypatch.setattr(train.copy_task, "induction_warmup", record("copy"))
+    monkeypatch.setattr(train.sft, "supervised_warm_start", record("sft"))
+    overrides = ["policy.tiny_hidden_size=32", "policy.tiny_layers=1", "learn.copy_attention=eager"]
+    config = load_config(AgeMemConfig, "configs/learn_cpu.yaml", [*overrides, "learn.warm_start_attention=sdpa"])
+    _stage_warm_start(config, 0, load_tokenizer(), [], [], tmp_path / "warm_start", progress=False)
+    assert seen == {"copy": "eager", "sft": "sdpa"}
