@@ -42,11 +42,58 @@ def _cmd_rollout(args: argparse.Namespace) -> int:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
+    if args.dry_run:
+        return _cmd_plan(args)
+    flags = [flag for flag, value in _plan_flags(args).items() if value is not None]
+    if flags:
+        raise ConfigError(f"{', '.join(flags)} apply to the memory plan only; add --dry-run (or run `agemem plan`)")
     from train.loop import train
 
     config = load_config(AgeMemConfig, args.config, args.overrides)
     train(config, resume=args.resume)
     return 0
+
+
+def _add_plan_arguments(parser: argparse.ArgumentParser) -> None:
+    plan = parser.add_argument_group("memory plan (nothing is loaded: sizes come from the model's config.json)")
+    plan.add_argument("--gpus", type=int, help="GPUs (data-parallel ranks); default: the accelerate config's, else 8")
+    plan.add_argument(
+        "--gpu-memory-gb", type=float, metavar="GIB", help="memory of one GPU in GiB, as torch reports it (default: 80)"
+    )
+    plan.add_argument(
+        "--accelerate-config", metavar="FILE", help="the accelerate config of the launch (launch/accelerate/*.yaml)"
+    )
+    plan.add_argument("--zero", type=int, metavar="STAGE", help="ZeRO stage 0 (DDP), 2 or 3; overrides the above")
+    plan.add_argument("--json", metavar="PATH", help="also write the plan as JSON")
+
+
+def _plan_flags(args: argparse.Namespace) -> dict[str, object]:
+    return {
+        "--gpus": args.gpus,
+        "--gpu-memory-gb": args.gpu_memory_gb,
+        "--accelerate-config": args.accelerate_config,
+        "--zero": args.zero,
+        "--json": args.json,
+    }
+
+
+def _cmd_plan(args: argparse.Namespace) -> int:
+    """Print the per-GPU memory plan; exit 0 when it fits, 1 when it does not."""
+    from rich.console import Console
+
+    from train.plan import plan_memory, read_accelerate_config, render_plan, write_plan_json
+
+    config = load_config(AgeMemConfig, args.config, args.overrides)
+    accelerate = read_accelerate_config(args.accelerate_config) if args.accelerate_config else None
+    memory = 80.0 if args.gpu_memory_gb is None else args.gpu_memory_gb
+    plan = plan_memory(config, gpus=args.gpus, zero=args.zero, gpu_memory_gib=memory, accelerate=accelerate)
+    console = Console(width=None if sys.stdout.isatty() else 160)  # a log keeps the table's formulas readable
+    for part in render_plan(plan, title=f"per-GPU memory plan: {args.config or 'built-in defaults'}"):
+        console.print(part)
+    if args.json:
+        write_plan_json(plan, args.json)
+        console.print(f"plan: {args.json}", soft_wrap=True)
+    return 0 if plan.fits else 1
 
 
 def _cmd_learn(args: argparse.Namespace) -> int:
@@ -246,7 +293,18 @@ def build_parser() -> argparse.ArgumentParser:
     train = commands.add_parser("train", help="step-wise GRPO training (accelerate; see launch/ for multi-GPU)")
     _add_config_arguments(train)
     train.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in output_dir")
+    train.add_argument(
+        "--dry-run", action="store_true", help="print the per-GPU memory plan and exit (the same as `agemem plan`)"
+    )
+    _add_plan_arguments(train)
     handlers["train"] = _cmd_train
+
+    plan = commands.add_parser(
+        "plan", help="per-GPU memory of `agemem train` (weights, optimizer, reference, vLLM, activations): fits?"
+    )
+    _add_config_arguments(plan)
+    _add_plan_arguments(plan)
+    handlers["plan"] = _cmd_plan
 
     learn = commands.add_parser(
         "learn", help="CPU demo: tokenizer -> SFT warm start -> GRPO -> held-out eval, with a table and a plot"

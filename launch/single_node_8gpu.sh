@@ -16,6 +16,9 @@
 #   bash launch/single_node_8gpu.sh --resume output_dir=runs/hotpotqa_qwen2.5_7b
 #
 # Fewer GPUs: NUM_PROCESSES=4 bash launch/single_node_8gpu.sh (train.tasks_per_step counts across all ranks).
+# More `accelerate launch` options: ACCELERATE_ARGS, e.g. a CPU smoke test of this script (DeepSpeed on gloo):
+#   NUM_PROCESSES=2 ACCELERATE_ARGS="--mixed_precision no" CONFIG=configs/tiny_cpu.yaml \
+#     bash launch/single_node_8gpu.sh max_steps=2 output_dir=runs/zero2_cpu
 set -euo pipefail
 
 # The accelerate config and the default CONFIG are found from this script's location; a CONFIG you
@@ -23,9 +26,11 @@ set -euo pipefail
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CONFIG="${CONFIG:-${REPO_ROOT}/configs/hotpotqa_qwen2.5_7b.yaml}"
 NUM_PROCESSES="${NUM_PROCESSES:-8}"
+read -r -a EXTRA_LAUNCH_ARGS <<< "${ACCELERATE_ARGS:-}"
 
 exec accelerate launch \
     --config_file "${REPO_ROOT}/launch/accelerate/zero2.yaml" \
     --num_processes "${NUM_PROCESSES}" \
+    ${EXTRA_LAUNCH_ARGS[@]+"${EXTRA_LAUNCH_ARGS[@]}"} \
     -m agemem train --config "${CONFIG}" \
     "$@"

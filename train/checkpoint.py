@@ -19,6 +19,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rollouts.policy import torch_dtype
+
 if TYPE_CHECKING:
     from accelerate import Accelerator
     from transformers import PreTrainedTokenizerBase
@@ -57,8 +59,13 @@ def save_checkpoint(
     tokenizer: PreTrainedTokenizerBase,
     *,
     keep_last: int,
+    dtype: str | None = None,
 ) -> Path:
-    """Write the checkpoint of ``state.step`` atomically and prune to the ``keep_last`` newest."""
+    """Write the checkpoint of ``state.step`` atomically and prune to the ``keep_last`` newest.
+
+    ``dtype`` (``policy.dtype``): the dtype of ``policy/``'s full weights. Training steps fp32 master weights
+    (``accelerate/`` keeps them for the resume); what eval / vLLM load is the model in the run's dtype.
+    """
     final = checkpoint_dir(output_dir, state.step)
     tmp = final.with_name(final.name + ".tmp")
     if accelerator.is_main_process and tmp.exists():
@@ -72,8 +79,15 @@ def save_checkpoint(
         if is_peft:
             lm.save_pretrained(tmp / "policy")  # adapter_config.json + the adapter weights
         else:
-            weights = {k.removeprefix("lm."): v for k, v in state_dict.items() if k.startswith("lm.")}
-            lm.save_pretrained(tmp / "policy", state_dict=weights, safe_serialization=True)
+            weights = {k.removeprefix("lm."): _cast(v, dtype) for k, v in state_dict.items() if k.startswith("lm.")}
+            config_dtype = lm.config.dtype  # save_pretrained sets it from the (fp32) parameters
+            try:
+                lm.save_pretrained(tmp / "policy", state_dict=weights, safe_serialization=True)
+            finally:
+                lm.config.dtype = config_dtype
+            if dtype is not None:  # config.json's dtype must say what the files hold
+                config_file = tmp / "policy" / "config.json"
+                config_file.write_text(json.dumps({**json.loads(config_file.read_text()), "dtype": dtype}, indent=2))
         tokenizer.save_pretrained(tmp / "policy")
         (tmp / "trainer_state.json").write_text(json.dumps(asdict(state), indent=2))
         if final.exists():  # the same step saved before (a resumed run re-reached it)
@@ -82,6 +96,10 @@ def save_checkpoint(
         _prune(output_dir / "checkpoints", keep_last)
     accelerator.wait_for_everyone()
     return final
+
+
+def _cast(tensor: Any, dtype: str | None) -> Any:
+    return tensor.to(torch_dtype(dtype)) if dtype is not None and tensor.is_floating_point() else tensor
 
 
 def _prune(root: Path, keep_last: int) -> None:

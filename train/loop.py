@@ -20,7 +20,7 @@ import functools
 import json
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +35,7 @@ from rollouts.tasks import Task
 from train.advantages import compute_advantages
 from train.checkpoint import TrainerState, latest_checkpoint, load_checkpoint, save_checkpoint
 from train.metrics import MetricsLogger, behaviour_metrics, reward_metrics, trajectory_step, truncate_after_step
+from train.preflight import preflight
 from train.samples import build_samples
 
 if TYPE_CHECKING:
@@ -61,8 +62,11 @@ class Runtime:
                 f"train.tasks_per_step={config.train.tasks_per_step} must be a multiple of the {world} processes "
                 "(each rank rolls out whole tasks: all K rollouts of a task stay on one rank)"
             )
-        if config.sampling.temperature <= 0:
-            raise ConfigError("training samples from the policy: set sampling.temperature > 0 (GRPO needs diversity)")
+        preflight(
+            config,
+            deepspeed=str(accelerator.distributed_type).endswith("DEEPSPEED"),
+            cuda=accelerator.device.type == "cuda",
+        )
         if config.rollout.rollouts_per_task < 2:
             raise ConfigError("rollout.rollouts_per_task must be >= 2: GRPO compares the K rollouts of a task")
         return cls(
@@ -97,23 +101,44 @@ class TrainRun:
 
     def __init__(self, config: AgeMemConfig, *, accelerator: Accelerator | None = None):
         import torch
-        from accelerate import Accelerator
         from accelerate.utils import set_seed
         from transformers import get_scheduler
 
         from rollouts.policy import load_policy
-        from train.policy import Reference, TokenLogprobs, add_lora
+        from train.distributed import (
+            build_accelerator,
+            compute_precision,
+            configure_deepspeed,
+            is_deepspeed,
+            log_setup,
+            zero_stage,
+        )
+        from train.policy import Reference, TokenLogprobs, add_lora, plan_precision
 
         self.config = config
-        # cpu=True without CUDA: otherwise `accelerate launch`/torchrun ranks on a CPU machine silently train alone
-        self.accelerator = accelerator or Accelerator(
-            mixed_precision=config.train.mixed_precision or None, cpu=not torch.cuda.is_available()
-        )
+        # DeepSpeed, DDP or one process as launched (a DeepSpeed launch without CUDA runs DeepSpeed on gloo)
+        self.accelerator = accelerator or build_accelerator(config.train.mixed_precision or None)
         self.runtime = Runtime.derive(config, self.accelerator)
+        deepspeed = is_deepspeed(self.accelerator)
+        configure_deepspeed(self.accelerator, config.train)
+        self.precision = plan_precision(
+            config.policy.dtype, compute_precision(self.accelerator), lora=config.lora.enabled, deepspeed=deepspeed
+        )
+        if deepspeed and zero_stage(self.accelerator) == 3 and config.engine.backend == "transformers":
+            # every forward of a ZeRO-3 model all-gathers its shards, so ranks must make the same sequence of
+            # generate() calls; episodes that end after different numbers of steps on different ranks deadlock
+            # (a random policy's fixed-length episodes happen not to, a learning one's do)
+            raise ConfigError(
+                "DeepSpeed ZeRO-3 shards the policy's parameters, and the transformers engine would generate "
+                "from them in per-rank episodes that deadlock the shard gathers; use engine.backend=vllm "
+                "(weights gathered once per sync), or ZeRO-2 (launch/accelerate/zero2.yaml)"
+            )
         set_seed(derive_seed(config.seed, self.runtime.rank))
         # loaded on CPU; accelerate places it (a fixed device here would put every rank on cuda:0)
         policy_cfg = PolicyConfig(**{**to_dict(config.policy), "device": "cpu"})
-        lm, self.tokenizer = load_policy(policy_cfg)
+        # the trainable policy in its load dtype (fp32 master weights unless LoRA or DeepSpeed hold them);
+        # frozen weights (reference, LoRA base) stay in policy.dtype
+        lm, self.tokenizer = load_policy(replace(policy_cfg, dtype=self.precision.load_dtype))
         if config.train.gradient_checkpointing:
             lm.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         if config.lora.enabled:
@@ -124,7 +149,7 @@ class TrainRun:
         if config.grpo.beta > 0 and config.lora.enabled:
             self.reference = Reference.adapters_disabled()
         elif config.grpo.beta > 0:
-            frozen_lm, _ = load_policy(policy_cfg)  # the initial weights again
+            frozen_lm, _ = load_policy(policy_cfg)  # the initial weights again, in policy.dtype (no fp32 copy)
             frozen = TokenLogprobs(frozen_lm, temperature=self.runtime.temperature, chunk=chunk)
             self.reference = Reference.frozen_copy(frozen, self.accelerator)
         params = [p for p in self.policy.parameters() if p.requires_grad]
@@ -132,12 +157,16 @@ class TrainRun:
         optimizer = torch.optim.AdamW(
             params, lr=train.learning_rate, betas=tuple(train.adam_betas), weight_decay=train.weight_decay
         )
-        plugin = getattr(self.accelerator.state, "deepspeed_plugin", None)
-        if plugin is not None:  # no dataloader tells DeepSpeed the batch size; our micro-batches are token-packed
-            plugin.deepspeed_config["train_micro_batch_size_per_gpu"] = 1
-            plugin.deepspeed_config["gradient_accumulation_steps"] = 1
-            plugin.deepspeed_config["gradient_clipping"] = train.max_grad_norm
+        trainable = f"{sum(p.numel() for p in params)}x{str(params[0].dtype).removeprefix('torch.')}"
         self.policy, self.optimizer = self.accelerator.prepare(self.policy, optimizer)
+        log_setup(
+            self.accelerator,
+            {
+                "trainable": trainable,
+                "master_weights": self.precision.master.replace(" ", "_"),
+                "frozen_dtype": self.precision.frozen_dtype,
+            },
+        )
         # not prepared: accelerate's wrapper would step it once per process per update
         self.scheduler = get_scheduler(
             train.lr_scheduler,
@@ -273,8 +302,9 @@ def train(
             every = config.checkpoint.every
             if step == config.max_steps or (every and step % every == 0):
                 save_checkpoint(
-                    run.accelerator, output_dir, state, run.policy, run.tokenizer, keep_last=config.checkpoint.keep_last
-                )
+                    run.accelerator, output_dir, state, run.policy, run.tokenizer,
+                    keep_last=config.checkpoint.keep_last, dtype=config.policy.dtype,
+                )  # fmt: skip
     finally:
         if logger is not None:
             logger.close()

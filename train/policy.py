@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import copy
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
@@ -19,6 +20,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from agemem.config import LoRAConfig
+from agemem.configlib import ConfigError
 
 if TYPE_CHECKING:
     from accelerate import Accelerator
@@ -49,14 +51,21 @@ class TokenLogprobs(nn.Module):
         attention_mask_BT: torch.Tensor,
         rows_N: torch.Tensor,
         cols_N: torch.Tensor,
+        n_chunks: int | None = None,
     ) -> torch.Tensor:
+        """``n_chunks``: call the LM head exactly that many times (trailing chunks may be empty) instead of
+        once per ``chunk`` positions. ZeRO-3 gathers the head's sharded weight collectively at every call, so
+        ranks must agree on the count (:func:`train.update.policy_update` passes the global maximum)."""
         hidden_BTH = self.lm.get_decoder()(input_ids=input_ids_BT, attention_mask=attention_mask_BT).last_hidden_state
         hidden_NH = hidden_BTH[rows_N, cols_N - 1]  # the position before a token predicts it
         targets_N = input_ids_BT[rows_N, cols_N]
         head = self.lm.get_output_embeddings()
+        n = len(targets_N)
+        size = self.chunk if n_chunks is None else max(1, -(-n // n_chunks))
+        starts = range(0, n, size) if n_chunks is None else [min(k * size, n) for k in range(n_chunks)]
         pieces = []
-        for start in range(0, len(targets_N), self.chunk):
-            h, t = hidden_NH[start : start + self.chunk], targets_N[start : start + self.chunk]
+        for start in starts:
+            h, t = hidden_NH[start : start + size], targets_N[start : start + size]
             if torch.is_grad_enabled() and h.requires_grad:
                 pieces.append(checkpoint(self._head_logprobs, head, h, t, use_reentrant=False))
             else:
@@ -67,8 +76,49 @@ class TokenLogprobs(nn.Module):
         return chosen_token_logprobs(head(hidden_NH), targets_N, self.temperature)
 
 
+HALF_DTYPES = ("bfloat16", "float16")
+
+
+@dataclass(frozen=True)
+class Precision:
+    """Where each weight lives and what the forward computes in (the rule is in ``PolicyConfig.dtype``'s docs).
+
+    The optimizer never steps a bf16/fp16 parameter: an AdamW update at lr 1e-6 is below half a bf16 ulp of
+    a typical weight and rounds away (ten steps on 1,000 bf16 weights ~0.02*N(0,1) changed 19 of them).
+    """
+
+    load_dtype: str
+    """dtype the trainable policy is loaded in."""
+    frozen_dtype: str
+    """dtype of weights that never train: the frozen reference and the LoRA base (``policy.dtype``)."""
+    compute: str
+    """'bf16', 'fp16' or 'no': accelerate's autocast, or DeepSpeed's half-precision module copy."""
+    master: str
+    """who holds the fp32 weights the optimizer steps: 'fp32 parameters', 'fp32 LoRA adapters' or
+    'DeepSpeed fp32 master'."""
+
+
+def plan_precision(policy_dtype: str, compute: str, *, lora: bool, deepspeed: bool) -> Precision:
+    """The precision of a training run (``compute`` is the accelerator's, see train.distributed)."""
+    if lora:  # the base is frozen in policy.dtype; the adapters are cast to fp32 by add_lora
+        return Precision(policy_dtype, policy_dtype, compute, "fp32 LoRA adapters")
+    if policy_dtype in HALF_DTYPES and compute == "no":
+        raise ConfigError(
+            f"policy.dtype={policy_dtype} with full fine-tuning and no mixed precision would step {policy_dtype} "
+            f"weights, and updates at small learning rates round away; set train.mixed_precision="
+            f"{'bf16' if policy_dtype == 'bfloat16' else 'fp16'} (fp32 master weights, half-precision compute), "
+            "or policy.dtype=float32, or train LoRA adapters (lora.enabled=true)"
+        )
+    if deepspeed and compute != "no":
+        # DeepSpeed casts the module to its bf16/fp16 config and keeps fp32 master partitions in its optimizer:
+        # loading in fp32 would only double the host memory of the load
+        return Precision(policy_dtype, policy_dtype, compute, "DeepSpeed fp32 master")
+    return Precision("float32", policy_dtype, compute, "fp32 parameters")
+
+
 def add_lora(model: PreTrainedModel, config: LoRAConfig) -> PreTrainedModel:
-    """Wrap ``model`` with trainable LoRA adapters (peft); the base weights are frozen."""
+    """Wrap ``model`` with trainable LoRA adapters (peft); the base weights are frozen, the adapters fp32
+    whatever the base dtype (an optimizer must not step half-precision weights)."""
     from peft import LoraConfig, get_peft_model
 
     adapters = LoraConfig(
@@ -78,7 +128,11 @@ def add_lora(model: PreTrainedModel, config: LoRAConfig) -> PreTrainedModel:
         target_modules=list(config.target_modules),
         task_type="CAUSAL_LM",
     )
-    return get_peft_model(model, adapters)
+    model = get_peft_model(model, adapters)
+    for parameter in model.parameters():
+        if parameter.requires_grad:
+            parameter.data = parameter.data.float()
+    return model
 
 
 class Reference:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from agemem.config import GRPOConfig, TrainConfig
+from train.distributed import zero_stage
 from train.loss import AGGREGATIONS, grpo_token_loss, truncated_is_weight
 from train.policy import Reference, TokenLogprobs
 from train.samples import TrainSample, micro_batches, split_evenly
@@ -113,17 +114,41 @@ def token_weights(
 
 @torch.no_grad()
 def per_sample_logprobs(
-    module: TokenLogprobs, samples: Sequence[TrainSample], token_budget: int, pad_id: int, device: Any
+    module: TokenLogprobs,
+    samples: Sequence[TrainSample],
+    token_budget: int,
+    pad_id: int,
+    device: Any,
+    accelerator: Accelerator | None = None,
+    chunk: int = 1024,
 ) -> dict[int, torch.Tensor]:
-    """Log-probs of every sample's completion tokens (no gradient): logp_old and the reference."""
+    """Log-probs of every sample's completion tokens (no gradient): logp_old and the reference.
+
+    With ``accelerator``, every rank runs the same number of forwards (repeats of its last micro-batch,
+    results discarded), each calling the LM head as often (``chunk``: the module's ``logprob_chunk_tokens``):
+    a ZeRO-3 forward gathers each layer's parameters collectively, so a rank with fewer calls would leave the
+    others waiting in an all-gather forever.
+    """
     out: dict[int, torch.Tensor] = {}
     zeros = {i: [0.0] * samples[i].completion_tokens for i in range(len(samples))}
-    for indices in micro_batches(samples, token_budget):
-        batch = collate(samples, indices, zeros, pad_id, device)
-        logp_N = module(batch.input_ids_BT, batch.attention_mask_BT, batch.rows_N, batch.cols_N)
-        for index, start, end in batch.sample_slices:
-            out[index] = logp_N[start:end]
+    batches = micro_batches(samples, token_budget)
+    steps = global_max(accelerator, len(batches))
+    for i in range(steps):
+        batch = collate(samples, batches[min(i, len(batches) - 1)] if batches else [0], zeros, pad_id, device)
+        n_chunks = lockstep_chunks(accelerator, chunk, len(batch.rows_N))
+        logp_N = module(batch.input_ids_BT, batch.attention_mask_BT, batch.rows_N, batch.cols_N, n_chunks=n_chunks)
+        if i < len(batches):
+            for index, start, end in batch.sample_slices:
+                out[index] = logp_N[start:end]
     return out
+
+
+def lockstep_chunks(accelerator: Accelerator | None, chunk: int, positions: int) -> int | None:
+    """Under ZeRO-3 the number of LM-head calls every rank makes in this forward (the global maximum),
+    else None (each rank chunks its own way)."""
+    if accelerator is None or accelerator.num_processes == 1 or zero_stage(accelerator) != 3:
+        return None
+    return max(1, global_max(accelerator, -(-positions // chunk)))
 
 
 @dataclass
@@ -160,19 +185,22 @@ def policy_update(
     budget = train.micro_batch_tokens
     reuse_forward = train.epochs == 1 and train.mini_batches == 1
     policy.eval()  # no dropout in the no-grad passes
-    old = None if reuse_forward else per_sample_logprobs(policy, samples, budget, pad_id, device)
+    chunk = unwrapped.chunk
+    old = None if reuse_forward else per_sample_logprobs(policy, samples, budget, pad_id, device, accelerator, chunk)
     ref = None
     if grpo.beta > 0:
         assert reference is not None
         # the same autocast as the policy's forward (accelerate wraps only the prepared policy): under bf16 an
         # fp32 reference would differ from the identical initial policy by rounding, a KL floor that is noise
         with reference.model(unwrapped) as ref_module, accelerator.autocast():
-            ref = per_sample_logprobs(ref_module, samples, budget, pad_id, device)
+            ref = per_sample_logprobs(ref_module, samples, budget, pad_id, device, accelerator, chunk)
     policy.train()
 
     sums = {"loss": 0.0, "kl": 0.0, "clipped": 0.0, "ratio": 0.0, "mismatch_k1": 0.0, "mismatch_abs": 0.0}
     counts = {"tokens": 0.0, "engine_tokens": 0.0}
     grad_norms: list[float] = []
+    engine = accelerator.deepspeed_engine_wrapped.engine if accelerator.distributed_type == "DEEPSPEED" else None
+    first_step = engine.global_steps if engine is not None else 0
     for _ in range(train.epochs):
         for mini in split_evenly(list(range(len(samples))), train.mini_batches):
             weights = token_weights(samples, mini, grpo.loss_aggregation, accelerator)
@@ -188,7 +216,10 @@ def policy_update(
                 _set_sync(accelerator, last)
                 # DDP all-reduces once, after the last micro-batch (a plain sum: the weights already span ranks)
                 with contextlib.nullcontext() if last else accelerator.no_sync(policy):
-                    logp_N, logp_old_N, loss, parts = _forward_backward(accelerator, policy, batch, old, ref, grpo)
+                    n_chunks = lockstep_chunks(accelerator, chunk, len(batch.rows_N))
+                    logp_N, logp_old_N, loss, parts = _forward_backward(
+                        accelerator, policy, batch, old, ref, grpo, n_chunks
+                    )
                 if padding:
                     continue
                 n = float(len(logp_N))
@@ -203,6 +234,13 @@ def policy_update(
                 counts["tokens"] += n
                 counts["engine_tokens"] += float(engine_mask.sum())
             grad_norms.append(_step(accelerator, policy, optimizer, scheduler, train.max_grad_norm))
+            if engine is not None and engine.global_steps != first_step + len(grad_norms):
+                # accelerate < 1.8.1 let DeepSpeed step at every micro-batch's backward, whatever the sync flag
+                raise RuntimeError(
+                    f"DeepSpeed took {engine.global_steps - first_step} optimizer steps for {len(grad_norms)} "
+                    "mini-batches: the installed accelerate ignores the gradient-sync flag; pip install "
+                    "'accelerate>=1.8.1'"
+                )
     total = dict(zip(list(sums) + list(counts), global_sum(accelerator, *sums.values(), *counts.values())))
     tokens, engine_tokens = max(total["tokens"], 1.0), max(total["engine_tokens"], 1.0)
     world = accelerator.num_processes
@@ -228,9 +266,10 @@ def _forward_backward(
     old: dict[int, torch.Tensor] | None,
     ref: dict[int, torch.Tensor] | None,
     grpo: GRPOConfig,
+    n_chunks: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
     """Forward one micro-batch, backward its weighted loss; returns logp, logp_old, the loss and its parts."""
-    logp_N = policy(batch.input_ids_BT, batch.attention_mask_BT, batch.rows_N, batch.cols_N)
+    logp_N = policy(batch.input_ids_BT, batch.attention_mask_BT, batch.rows_N, batch.cols_N, n_chunks=n_chunks)
     logp_old_N = logp_N.detach() if old is None else _gather(old, batch)
     is_weight_N = None
     if grpo.tis_cap is not None:
@@ -274,6 +313,7 @@ def _step(accelerator: Accelerator, policy: torch.nn.Module, optimizer: Any, sch
     if max_norm > 0:
         norm = accelerator.clip_grad_norm_(policy.parameters(), max_norm)
     else:
+        accelerator.unscale_gradients()  # fp16's loss scale (a no-op otherwise), as clip_grad_norm_ does
         norm = torch.sqrt(sum((p.grad.float() ** 2).sum() for p in policy.parameters() if p.grad is not None))
     optimizer.step()
     scheduler.step()

@@ -1,0 +1,92 @@
+"""Start-up checks of ``agemem train``: refuse, before any rollout, setups that would train wrongly.
+
+Each check is a pure function of the config (and the installed versions) that raises
+:class:`~agemem.configlib.ConfigError` naming the problem and the fix; :func:`preflight` runs them all.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from agemem.config import AgeMemConfig
+from agemem.configlib import ConfigError
+from agemem.versions import check_versions
+
+SYNCED_BACKENDS: dict[str, str] = {
+    "transformers": "generates with the trainer's own module, so every rollout sees the latest weights",
+    "vllm": "receives the trainer's weights after every optimizer step (sync_weights)",
+}
+"""engine backends whose samples come from the policy being trained, and why."""
+
+
+def check_on_policy(config: AgeMemConfig) -> None:
+    """GRPO's importance ratio π_θ/π_θ_old assumes the samples came from π_θ_old (the weights before this
+    update). An engine whose weights are never synced (``engine.backend=openai``: a served, fixed model)
+    samples from π_0 at every step, so from step 2 on the run would train on another model's samples as if
+    they were its own. Refused unless ``train.off_policy=true``, which requires the truncated importance
+    weight ``min(π_θ_old(y)/π_engine(y), grpo.tis_cap)`` on every token (Ionides 2008; Yao et al. 2025,
+    "Your efficient RL framework secretly brings you off-policy RL training"): that needs the engine's
+    log-probs, which only the completions API with token ids returns.
+    """
+    backend = config.engine.backend
+    if backend in SYNCED_BACKENDS:
+        return
+    if not config.train.off_policy:
+        raise ConfigError(
+            f"engine.backend={backend!r} never receives the trained weights: every step after the first would "
+            "train on the served model's samples as if they were the policy's own. Train with "
+            "engine.backend=vllm (weights synced after each step) or transformers, or opt into off-policy "
+            "training explicitly with train.off_policy=true grpo.tis_cap=2.0 (samples reweighted by truncated "
+            "importance sampling against the served model's log-probs)"
+        )
+    if config.grpo.tis_cap is None:
+        raise ConfigError(
+            "train.off_policy=true needs the off-policy correction: set grpo.tis_cap (e.g. 2.0), the cap of the "
+            "per-token importance weight min(p_trainer / p_engine, cap)"
+        )
+    if backend == "openai" and config.engine.openai.api != "completions":
+        raise ConfigError(
+            "train.off_policy=true with engine.openai.api=chat: the chat API returns text, not the sampled token "
+            "ids and their log-probs, so no importance weight can be computed; use engine.openai.api=completions "
+            "against a vLLM/SGLang server"
+        )
+    logging.getLogger(__name__).warning(
+        "off-policy training (train.off_policy=true): %s samples from fixed served weights; each token is "
+        "reweighted by min(p_trainer / p_engine, %s) and train/mismatch_* logs the gap",
+        backend,
+        config.grpo.tis_cap,
+    )
+
+
+def check_weight_sync_possible(config: AgeMemConfig, *, cuda: bool) -> None:
+    """A ``trl vllm-serve`` server receives weights over NCCL only (TRL's client refuses a non-CUDA device), so
+    server mode on a machine without CUDA can generate but never sync: refuse it before the first rollout
+    rather than fail in the first ``sync_weights``."""
+    if config.engine.backend == "vllm" and config.engine.vllm.mode == "server" and not cuda:
+        raise ConfigError(
+            "engine.vllm.mode=server pushes weights to the server over NCCL, which needs CUDA; on this machine "
+            "train with engine.vllm.mode=colocate (vLLM's CPU build syncs in process) or engine.backend=transformers"
+        )
+
+
+def check_sampling_supported(config: AgeMemConfig) -> None:
+    """Training samples: temperature 0 gives K identical rollouts, and a group without variance has no signal."""
+    if config.sampling.temperature <= 0:
+        raise ConfigError("training samples from the policy: set sampling.temperature > 0 (GRPO needs diversity)")
+
+
+def engine_features(config: AgeMemConfig, *, deepspeed: bool) -> set[str]:
+    """The version-checked features a run uses (see :data:`agemem.versions.KNOWN_BAD`)."""
+    features = {"vllm"} if config.engine.backend == "vllm" else set()
+    if deepspeed:
+        features.add("deepspeed")
+    return features
+
+
+def preflight(config: AgeMemConfig, *, deepspeed: bool, cuda: bool) -> None:
+    """Every start-up check; ``deepspeed`` says whether the launch uses accelerate's DeepSpeed plugin, ``cuda``
+    whether this process trains on a CUDA device."""
+    check_sampling_supported(config)
+    check_on_policy(config)
+    check_weight_sync_possible(config, cuda=cuda)
+    check_versions(engine_features(config, deepspeed=deepspeed))
