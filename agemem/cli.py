@@ -81,7 +81,8 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     """Print the per-GPU memory plan; exit 0 when it fits, 1 when it does not."""
     from rich.console import Console
 
-    from train.plan import plan_memory, read_accelerate_config, render_plan, write_plan_json
+    from train.parallelism import read_accelerate_config
+    from train.plan import plan_memory, render_plan, write_plan_json
 
     config = load_config(AgeMemConfig, args.config, args.overrides)
     accelerate = read_accelerate_config(args.accelerate_config) if args.accelerate_config else None

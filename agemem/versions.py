@@ -2,7 +2,7 @@
 
 ``pip`` enforces the floors in ``pyproject.toml`` at install time, but not on an environment assembled
 by hand, with ``--no-deps``, or by a cluster image that pins its own stack. :func:`check_versions` runs at
-the start of ``agemem train`` (and of a vLLM rollout) and refuses what is known to be wrong, naming the
+the start of ``agemem train`` (``train/preflight.py``) and refuses what is known to be wrong, naming the
 fix, before any GPU time is spent. Only distributions are inspected (``importlib.metadata``); nothing
 heavy is imported.
 """

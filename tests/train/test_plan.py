@@ -13,17 +13,11 @@ import torch
 from agemem.cli import main
 from agemem.config import AgeMemConfig, LoRAConfig, PolicyConfig
 from agemem.configlib import load_config
+from train import model_size
 from train import plan as plan_module
-from train.plan import (
-    GIB,
-    PlanError,
-    count_parameters,
-    deepspeed_formula,
-    dims_from_config,
-    plan_memory,
-    read_accelerate_config,
-    resolve_model_dims,
-)
+from train.model_size import PlanError, count_parameters, dims_from_config, resolve_model_dims
+from train.parallelism import read_accelerate_config
+from train.plan import GIB, deepspeed_formula, plan_memory
 
 REPO = Path(__file__).resolve().parents[2]
 QWEN25_7B = "Qwen/Qwen2.5-7B-Instruct"
@@ -88,7 +82,7 @@ def test_counts_match_transformers_modules(name):
     once (tied ones too, as DeepSpeed's model_to_params does), and its largest module."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    raw = dict(plan_module.BUILTIN_DIMS[name.lower()])
+    raw = dict(model_size.BUILTIN_DIMS[name.lower()])
     config = AutoConfig.for_model(raw.pop("model_type"), **raw)
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config)
