@@ -12,12 +12,12 @@ __version__ = "0.1.0"
 __all__ = ["MemoryAgent", "__version__"]
 
 if TYPE_CHECKING:
-    from agemem.agent import MemoryAgent
+    from agemem.entrypoints.agent import MemoryAgent
 
 
 def __getattr__(name: str) -> Any:
     if name == "MemoryAgent":  # lazily: importing agemem must stay free of heavy imports
-        from agemem.agent import MemoryAgent
+        from agemem.entrypoints.agent import MemoryAgent
 
         return MemoryAgent
     raise AttributeError(f"module 'agemem' has no attribute {name!r}")

@@ -1,3 +1,3 @@
-from agemem.cli import main
+from agemem.entrypoints.cli import main
 
 raise SystemExit(main())

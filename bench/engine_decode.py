@@ -3,7 +3,7 @@
 In a memory episode most replies are short (a tool call, an answer) and a few are long (a whole
 message copied into ``Add_memory``). ``model.generate`` keeps every row of a micro-batch in every
 forward pass until its longest row ends, so the short rows' KV caches are read at every step of
-the long row's tail. :class:`~rollouts.engines.transformers_engine.TransformersEngine` drops a row
+the long row's tail. :class:`~agemem.rollouts.engines.transformers_engine.TransformersEngine` drops a row
 and its cache the step it stops.
 
 The workload is real: the synthetic memory task is played once by the policy (``--model``, e.g. the
@@ -33,10 +33,10 @@ from rich.console import Console
 from rich.table import Table
 from rollout_driver import machine_info  # bench/ is the script's directory
 
-from agemem.config import AgeMemConfig
-from agemem.configlib import ConfigError, load_config
-from rollouts.engines.base import Completion, SamplingParams
-from rollouts.engines.transformers_engine import left_pad
+from agemem.core.config import AgeMemConfig
+from agemem.core.configlib import ConfigError, load_config
+from agemem.rollouts.engines.base import Completion, SamplingParams
+from agemem.rollouts.engines.transformers_engine import left_pad
 
 
 class RecordingEngine:
@@ -134,9 +134,10 @@ def parse_args() -> argparse.Namespace:
 def main() -> None:
     import torch
 
-    from agemem.chat import end_of_turn_ids
-    from rollouts.build import build_driver, build_engine, build_resources, distractors_for, load_tasks
-    from rollouts.policy import load_policy
+    from agemem.core.chat import end_of_turn_ids
+    from agemem.rollouts.build import build_driver, build_engine, build_resources, distractors_for
+    from agemem.rollouts.policy import load_policy
+    from agemem.tasks import load_tasks
 
     args = parse_args()
     if not Path(args.model).is_dir():
@@ -149,7 +150,7 @@ def main() -> None:
         raise SystemExit(str(err)) from err
     config = replace(config, policy=replace(config.policy, model=args.model, tokenizer=args.model))
     synthetic = replace(config.data.synthetic, num_tasks=args.tasks, seed=args.seed + 7000)
-    tasks = load_tasks(replace(config.data, source="synthetic", limit=0, synthetic=synthetic))
+    tasks = load_tasks(replace(config, data=replace(config.data, source="synthetic", limit=0, synthetic=synthetic)))
     console = Console()
 
     # 1. play the tasks once as configured (K rollouts each), recording every tick's prompts

@@ -2,7 +2,7 @@
 
 For each engine: ``time to first step`` (engine construction — for vLLM its start-up, ~40 s on 2 CPU cores —
 plus the first ``generate`` of the first driver tick), then ``--repeats`` timed rollouts of B tasks x K
-episodes through :class:`~rollouts.driver.RolloutDriver` (the median is reported): episodes/s and generated
+episodes through :class:`~agemem.rollouts.driver.RolloutDriver` (the median is reported): episodes/s and generated
 tokens/s over the rollout's wall time, and the share of it spent inside the engine.
 
 The policy is the embedded tiny random Qwen2 at head size 64 (``policy.tiny_hidden_size=128
@@ -55,7 +55,7 @@ class FirstCall:
 def measure(backend: str, config: Any, model: Any, tokenizer: Any, tasks, distractors, repeats: int) -> dict[str, Any]:
     from dataclasses import replace
 
-    from rollouts.build import build_driver, build_engine, build_resources
+    from agemem.rollouts.build import build_driver, build_engine, build_resources
 
     config = replace(config, engine=replace(config.engine, backend=backend))
     started = time.perf_counter()
@@ -95,10 +95,11 @@ def main() -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from agemem.config import AgeMemConfig
-    from agemem.configlib import load_config, to_dict
-    from rollouts.build import build_resources, distractors_for, load_task_pool
-    from rollouts.policy import load_policy
+    from agemem.core.config import AgeMemConfig
+    from agemem.core.configlib import load_config, to_dict
+    from agemem.rollouts.build import build_resources, distractors_for
+    from agemem.rollouts.policy import load_policy
+    from agemem.tasks import load_task_pool
 
     config = load_config(
         AgeMemConfig,
@@ -112,7 +113,7 @@ def main() -> None:
             *args.overrides,
         ],
     )
-    tasks, pool = load_task_pool(config.data)
+    tasks, pool = load_task_pool(config)
     model, tokenizer = load_policy(config.policy)
     distractors = distractors_for(config, tasks, build_resources(config, tokenizer).encoder, pool)
     results = [measure(b, config, model, tokenizer, tasks, distractors, args.repeats) for b in ("transformers", "vllm")]

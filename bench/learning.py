@@ -20,8 +20,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from agemem.config import AgeMemConfig
-from agemem.configlib import load_config
+from agemem.core.config import AgeMemConfig
+from agemem.core.configlib import load_config
 
 
 def main() -> None:
@@ -38,7 +38,7 @@ def main() -> None:
     args = parser.parse_args([a for a in argv if a not in overrides])
     args.overrides = overrides
 
-    from recipes.learn import learn, report_table
+    from agemem.recipes.learn import learn, report_table
 
     console = Console()
     results = Path(args.results)

@@ -24,9 +24,9 @@ from rich.console import Console
 from rich.table import Table
 from tqdm import tqdm
 
-from agemem.encoders import l2_normalise
-from agemem.ltm import LongTermMemory
-from agemem.memory_store import SQLiteLongTermMemory
+from agemem.core.encoders import l2_normalise
+from agemem.core.ltm import LongTermMemory
+from agemem.core.memory_store import SQLiteLongTermMemory
 
 
 class RandomEncoder:

@@ -30,8 +30,8 @@ from rich.console import Console
 from rich.table import Table
 from rollout_driver import machine_info  # bench/ is the script's directory
 
-from agemem.config import AgeMemConfig
-from agemem.configlib import ConfigError, load_config
+from agemem.core.config import AgeMemConfig
+from agemem.core.configlib import ConfigError, load_config
 
 
 def parse_args() -> argparse.Namespace:
@@ -51,11 +51,11 @@ def parse_args() -> argparse.Namespace:
 def main() -> None:
     import torch
 
-    from agemem.encoders import build_encoder
-    from recipes.learn import synthetic_tasks
-    from rollouts.build import build_driver, build_engine, build_resources, distractors_for
-    from rollouts.engines.transformers_engine import DEFAULT_PREFIX_CACHE_TOKENS
-    from rollouts.policy import load_policy
+    from agemem.core.encoders import build_encoder
+    from agemem.recipes.learn.recipe import synthetic_tasks
+    from agemem.rollouts.build import build_driver, build_engine, build_resources, distractors_for
+    from agemem.rollouts.engines.transformers_engine import DEFAULT_PREFIX_CACHE_TOKENS
+    from agemem.rollouts.policy import load_policy
 
     args = parse_args()
     warm = Path(args.run) / "warm_start"

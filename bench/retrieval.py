@@ -23,8 +23,8 @@ from rich.console import Console
 from rich.table import Table
 from tqdm import tqdm
 
-from agemem.encoders import l2_normalise
-from agemem.ltm import LongTermMemory
+from agemem.core.encoders import l2_normalise
+from agemem.core.ltm import LongTermMemory
 
 
 class LookupEncoder:

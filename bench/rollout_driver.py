@@ -1,6 +1,6 @@
 """Rollout throughput of the batched driver against the same episodes played one request at a time.
 
-B tasks x K rollouts are played by :class:`~rollouts.driver.RolloutDriver` in three modes, on
+B tasks x K rollouts are played by :class:`~agemem.rollouts.driver.RolloutDriver` in three modes, on
 one model, one engine and one set of env resources, in the same process:
 
 * ``batched``: the driver as it is: every tick, the pending requests of all live episodes go
@@ -58,12 +58,13 @@ from rich.console import Console
 from rich.table import Table
 from tqdm import tqdm
 
-from agemem.config import AgeMemConfig
-from agemem.configlib import load_config
-from rollouts.build import build_driver, build_engine, build_resources, distractors_for, load_tasks
-from rollouts.driver import RolloutDriver, RolloutResult
-from rollouts.engines.base import Completion, Engine, SamplingParams
-from rollouts.policy import TINY_POLICY, load_policy
+from agemem.core.config import AgeMemConfig
+from agemem.core.configlib import load_config
+from agemem.rollouts.build import build_driver, build_engine, build_resources, distractors_for
+from agemem.rollouts.driver import RolloutDriver, RolloutResult
+from agemem.rollouts.engines.base import Completion, Engine, SamplingParams
+from agemem.rollouts.policy import TINY_POLICY, load_policy
+from agemem.tasks import load_tasks
 
 BATCHED, ONE_REQUEST, ONE_EPISODE = "batched", "1 request/call", "1 live episode"
 MODES = {"batched": BATCHED, "request": ONE_REQUEST, "episode": ONE_EPISODE}
@@ -233,9 +234,9 @@ def main() -> None:
 
     setup_start = time.perf_counter()
     model, tokenizer = load_policy(config.policy)
-    tasks = load_tasks(config.data)
+    tasks = load_tasks(config)
     resources = build_resources(config, tokenizer)
-    pool = None if args.data == "synthetic" else load_tasks(dataclasses.replace(config.data, limit=0))
+    pool = None if args.data == "synthetic" else load_tasks(config, apply_limit=False)
     distractors = distractors_for(config, tasks, resources.encoder, pool=pool)
     engine = CountingEngine(build_engine(config, model, tokenizer))
     one_episode_config = dataclasses.replace(config, rollout=dataclasses.replace(config.rollout, max_live_episodes=1))

@@ -15,7 +15,7 @@ demonstrations, reading drills and answer-copy turns that ``agemem learn`` wrote
 with the configured copy rows mixed in. Every mode trains a fresh copy of the same random model for
 ``--steps`` optimizer steps, in the same process, modes rotating each repeat; the median seconds a step
 over ``--repeats`` is reported, with the padded tokens a real token costs and the last logged loss. The
-copy warm-up (``train/copy_task.py``) is timed the same way for each attention kernel (``--copy-steps``).
+copy warm-up (``recipes/learn/copy_task.py``) is timed the same way for each attention kernel (``--copy-steps``).
 
     python bench/sft_batching.py --run runs/learn/seed_0
     python bench/sft_batching.py --run runs/learn/seed_0 --modes 1:sdpa 3:sdpa 6:sdpa --steps 20 --repeats 1
@@ -36,8 +36,8 @@ from rich.console import Console
 from rich.table import Table
 from rollout_driver import machine_info  # bench/ is the script's directory
 
-from agemem.config import AgeMemConfig
-from agemem.configlib import ConfigError, load_config
+from agemem.core.config import AgeMemConfig
+from agemem.core.configlib import ConfigError, load_config
 
 DEFAULT_MODES = ["1:sdpa:gc", "3:sdpa:gc", "3:sdpa", "3:eager"]
 
@@ -88,12 +88,12 @@ def main() -> None:
     import torch
     from transformers import Qwen2ForCausalLM
 
-    from agemem.chat import load_tokenizer
-    from recipes.learn import answer_statements, sft_settings
-    from rollouts.policy import tiny_qwen2_config
-    from rollouts.records import read_trajectories
-    from train.copy_task import CopySettings, induction_warmup
-    from train.sft import supervised_warm_start, warm_start_dataset
+    from agemem.core.chat import load_tokenizer
+    from agemem.recipes.learn.copy_task import CopySettings, induction_warmup
+    from agemem.recipes.learn.recipe import answer_statements, sft_settings
+    from agemem.recipes.learn.sft import supervised_warm_start, warm_start_dataset
+    from agemem.rollouts.policy import tiny_qwen2_config
+    from agemem.rollouts.records import read_trajectories
 
     args = parse_args()
     run = Path(args.run)

@@ -27,8 +27,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from agemem.config import AgeMemConfig
-from agemem.configlib import load_config
+from agemem.core.config import AgeMemConfig
+from agemem.core.configlib import load_config
 
 KEYS = [
     ("time/rollout_s", "rollout s"),
@@ -61,7 +61,7 @@ def parse_variant(spec: str) -> tuple[str, list[str]]:
 def run_variant(config_path: str, overrides: list[str], steps: int, out: Path) -> list[dict]:
     from accelerate.state import AcceleratorState
 
-    from train.loop import train
+    from agemem.train.loop import train
 
     # accelerate keeps one state per process; a variant may ask for another mixed precision
     AcceleratorState._reset_state(reset_partial_state=True)

@@ -1,5 +1,5 @@
 """Optimizer-step time of DeepSpeed ZeRO-2 and ZeRO-3 against DDP: the same model, batch and update code
-(``train.update.policy_update``), 2 processes, launched with the shipped ``launch/accelerate/*.yaml``.
+(``agemem.train.update.policy_update``), 2 processes, launched with the shipped ``launch/accelerate/*.yaml``.
 
 On a GPU-less machine the launches get the CPU overrides the tests use (2 processes, no mixed
 precision, gloo): those timings show that ZeRO runs and what its bookkeeping costs next to DDP on
@@ -36,7 +36,7 @@ LAUNCHES = [("DDP", "ddp.yaml"), ("ZeRO-2", "zero2.yaml"), ("ZeRO-3", "zero3.yam
 def _samples(count: int, length: int, seed: int = 0):
     import torch
 
-    from train.samples import TrainSample
+    from agemem.train.samples import TrainSample
 
     generator = torch.Generator().manual_seed(seed)
     samples = []
@@ -53,11 +53,11 @@ def worker(args: argparse.Namespace) -> None:
     import torch
     from transformers import get_scheduler
 
-    from agemem.config import GRPOConfig, PolicyConfig, TrainConfig
-    from rollouts.policy import load_policy
-    from train.distributed import build_accelerator, configure_deepspeed, describe
-    from train.policy import TokenLogprobs
-    from train.update import policy_update
+    from agemem.core.config import GRPOConfig, PolicyConfig, TrainConfig
+    from agemem.rollouts.policy import load_policy
+    from agemem.train.distributed import build_accelerator, configure_deepspeed, describe
+    from agemem.train.policy import TokenLogprobs
+    from agemem.train.update import policy_update
 
     accelerator = build_accelerator("no")
     train = TrainConfig(learning_rate=1e-5, micro_batch_tokens=args.micro_batch_tokens)

@@ -1,6 +1,7 @@
 """`agemem eval alfworld`: ALFWorld games played by a memory agent, scored by success rate.
 
-One game is one episode (:class:`GameEpisode`). The game's first observation, with the task ("Your task is
+One game is one episode (:class:`agemem.tasks.alfworld.GameEpisode`, which training plays too; this module is the
+evaluation harness around it). The game's first observation, with the task ("Your task is
 to: …"), arrives as the protected task message; the agent acts with ``<answer>COMMAND</answer>``, which is sent
 to the game, and may call the memory tools between commands (the game waits). After every command the next
 observation arrives with the admissible commands. A command that is not admissible changes nothing and costs
@@ -29,25 +30,22 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 import time
 from collections.abc import Callable, Generator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tqdm.auto import tqdm
 
-from agemem.chat import end_of_turn_ids
-from agemem.config import EVAL_VARIANTS, AgeMemConfig
-from agemem.configlib import ConfigError, to_dict
-from agemem.encoders import build_encoder
-from agemem.env import EpisodeStats, MemoryEnv
-from agemem.ltm import SnapshotError
-from eval import metrics
-from eval.alfworld_games import TASK_LABELS, TASK_TYPES, Game, GameState, TextGame, discover_games, task_text
-from eval.models import Backend, LazyBackend, ResolvedModel, evaluate_models
-from eval.report import (
+from agemem.core.chat import end_of_turn_ids
+from agemem.core.config import EVAL_VARIANTS, AgeMemConfig
+from agemem.core.configlib import ConfigError, to_dict
+from agemem.core.encoders import build_encoder
+from agemem.core.env import MemoryEnv
+from agemem.core.ltm import SnapshotError
+from agemem.eval import metrics
+from agemem.eval.models import Backend, LazyBackend, ResolvedModel, evaluate_models
+from agemem.eval.report import (
     RUN_COLUMNS,
     TOOL_CALL_COLUMNS,
     TOOL_CALL_LABELS,
@@ -60,21 +58,26 @@ from eval.report import (
     write_json,
     write_results,
 )
-from eval.variants import apply_variant
-from rollouts.build import build_resources, sampling_params
-from rollouts.engines.base import Completion, Engine, SamplingParams, derive_seed
-from rollouts.episode import Episode, EpisodeSetup, GenerationRequest, _EpisodeOverError
-from rollouts.records import Step
-from rollouts.tasks import Task
+from agemem.eval.variants import apply_variant
+from agemem.rollouts.build import build_resources, sampling_params
+from agemem.rollouts.engines.base import Completion, Engine, SamplingParams, derive_seed
+from agemem.rollouts.episode import EpisodeSetup, GenerationRequest
+from agemem.tasks.alfworld import (  # noqa: F401  (game_system_prompt, normalize_command: re-exported)
+    BENCHMARK,
+    GameEpisode,
+    GameResult,
+    game_system_prompt,
+    normalize_command,
+)
+from agemem.tasks.alfworld import game_config as with_game_prompt
+from agemem.tasks.alfworld_games import TASK_LABELS, TASK_TYPES, Game, discover_games
 
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from agemem.config import AlfworldConfig
-    from agemem.encoders import Encoder
-    from agemem.ltm import LongTermMemory
+    from agemem.core.encoders import Encoder
+    from agemem.core.ltm import LongTermMemory
 
-BENCHMARK = "alfworld"
 MEMORY_SCOPE = "alfworld"
 """the one long-term memory scope of a run: every game reads and writes it."""
 COLUMNS = (
@@ -101,259 +104,11 @@ METRICS_NOTE = (
 )
 
 
-# --------------------------------------------------------------------------------------------- the prompt
-
-
-def game_system_prompt(
-    tools: Sequence[str],
-    tool_format: str,
-    *,
-    max_env_steps: int,
-    auto_retrieval: bool = False,
-    show_admissible: bool = True,
-    debrief: bool = True,
-) -> str:
-    """The system message of an ALFWorld game for an agent offered ``tools``: the game, the memory it has, and
-    the reply format (``{tools}`` marks where the schemas go in ``agemem`` tool format)."""
-    listed = " and the commands that are admissible now" if show_admissible else ""
-    paragraphs = [
-        "You are an agent in a text-based household game (ALFWorld). Each game gives you a task, such as "
-        '"put a clean mug in coffeemachine". You act by sending one game command at a time; the game replies with '
-        f"what you observe{listed}. You have at most {max_env_steps} commands per game; a command that is not "
-        "admissible does nothing and still counts."
-    ]
-    uses = {
-        "Add_memory": "save what may help in later games (where things were, which commands solved a task) with "
-        "Add_memory",
-        "Update_memory": "correct entries with Update_memory",
-        "Delete_memory": "remove wrong or stale ones with Delete_memory",
-        "Retrieve_memory": "bring relevant ones back into view with Retrieve_memory, for example at the start of a "
-        "game",
-    }
-    ltm = [use for name, use in uses.items() if name in tools]
-    if ltm or auto_retrieval:
-        text = "Long-term memory is a store that outlives each game: it persists across the games of this session."
-        if ltm:
-            listing = ltm[0] if len(ltm) == 1 else ", ".join(ltm[:-1]) + ", and " + ltm[-1]
-            text += " " + listing[0].upper() + listing[1:] + "."
-        if auto_retrieval:
-            text += (
-                " Before each of your replies, the memories most related to the latest message are retrieved for "
-                "you and shown as a tool message."
-            )
-        paragraphs.append(text)
-    stm = [
-        use
-        for name, use in (
-            ("Summary_context", "compress them with Summary_context"),
-            ("Filter_context", "remove them with Filter_context"),
-        )
-        if name in tools
-    ]
-    if stm:
-        paragraphs.append(
-            "Short-term memory is this conversation, and it grows with every step. When it fills up with "
-            f"observations you no longer need, {' or '.join(stm)}. The system message and the task are never removed."
-        )
-    command = "<answer>one game command, e.g. go to countertop 1</answer>"
-    if tools:
-        reply = (
-            "Each reply has this shape:\n<think>your private reasoning</think>\nfollowed by exactly one of\n"
-            '<tool_call>[{"name": "<tool name>", "arguments": {...}}, ...]</tool_call>\n'
-            "to use tools (their results come back in the next message; the game waits), or\n"
-            f"{command}\nto act in the game. Never put a tool call and a command in the same reply, and write "
-            "nothing outside the tags."
-        )
-        if debrief and "Add_memory" in tools:
-            reply += (
-                " When the game is over you are told whether you completed the task; store what you learned, then "
-                "reply with <answer>done</answer>."
-            )
-    else:
-        reply = f"Each reply has this shape:\n<think>your private reasoning</think>\n{command}\n"
-        reply += "Write nothing outside the tags."
-    paragraphs.append(reply)
-    prompt = "\n\n".join(paragraphs)
-    if not tools:
-        return prompt
-    if tool_format == "agemem":
-        return prompt + "\n\nAvailable tools (JSON schemas):\n{tools}"
-    return prompt + "\n\nYour tools are listed below. You may put each call in its own <tool_call> block."
-
-
 def game_config(config: AgeMemConfig, variant: str) -> AgeMemConfig:
-    """``config`` set up for ``variant`` (its tools and retrieval, :func:`eval.variants.apply_variant`) with the
-    ALFWorld system prompt, unless ``env.system_prompt`` names one already."""
-    config = apply_variant(config, variant)
-    if not config.env.system_prompt:
-        settings = config.alfworld
-        config.env.system_prompt = game_system_prompt(
-            config.env.tools,
-            config.env.tool_format,
-            max_env_steps=settings.max_env_steps,
-            auto_retrieval=config.env.rag_top_k > 0,
-            show_admissible=settings.show_admissible,
-            debrief=settings.debrief_replies > 0,
-        )
-    return config
-
-
-# --------------------------------------------------------------------------------------------- one game
-
-
-_SPACES = re.compile(r"\s+")
-
-
-def normalize_command(text: str) -> str:
-    """The command an ``<answer>`` names: lower case, single spaces, without quotes, a leading ``>`` or a final
-    full stop (``"Go to Desk 1."`` → ``go to desk 1``)."""
-    command = _SPACES.sub(" ", text).strip().strip("\"'`").strip()
-    return command.removeprefix(">").strip().rstrip(".!").strip().lower()
-
-
-@dataclass
-class GameResult:
-    """What one game did (the per-game record is :func:`example_record`)."""
-
-    game: Game
-    task: str
-    """the "Your task is to: …" sentence."""
-    won: bool
-    env_steps: int
-    invalid: int
-    """inadmissible commands sent (each cost a step)."""
-    no_action: int
-    """steps whose replies all went to tools or format errors."""
-    ended_by: str
-    """won, step_limit, prompt_too_long, engine_error or env_error."""
-    steps: list[Step]
-    """every LLM call, in order (agent replies and policy-written summaries)."""
-    stats: EpisodeStats
-    transcript: list[dict[str, Any]] = field(default_factory=list)
-    """one entry per environment step: the command (None when none was given), whether it was admissible, and
-    what the game said."""
-    error: str | None = None
-
-
-class _GameError(Exception):
-    """The game engine failed (ends the game as env_error; the run goes on)."""
-
-
-class GameEpisode(Episode):
-    """One ALFWorld game as a generator of generation requests (the driver protocol of
-    :class:`rollouts.episode.Episode`, whose reply, summary and prompt-cap handling it reuses):
-    ``result = yield from GameEpisode(...).play()``."""
-
-    def __init__(
-        self,
-        game: Game,
-        env: MemoryEnv,
-        setup: EpisodeSetup,
-        settings: AlfworldConfig,
-        open_game: Callable[[Game], TextGame] = TextGame,
-    ):
-        task = Task(game.id, "", "", [], [], {"benchmark": BENCHMARK, "task_type": game.task_type})
-        super().__init__(task, [], env, setup, rollout_index=0)
-        self.game = game
-        self.settings = settings
-        self.open_game = open_game
-        self.transcript: list[dict[str, Any]] = []
-
-    def play(self) -> Generator[GenerationRequest, Completion, GameResult]:  # type: ignore[override]
-        env, settings = self.env, self.settings
-        env.set_stage(3)  # a game is all task stage: TN and the step records count it as Stage 3
-        won, steps, invalid, idle, ended_by, error = False, 0, 0, 0, "step_limit", None
-        world: TextGame | None = None
-        try:
-            world = self._world(lambda: self.open_game(self.game))
-            state = self._world(world.reset)
-            self.task.question = task_text(state.observation)
-            env.add_user(self._with_commands(state.observation, state), question=True)
-            said = state.observation
-            while steps < settings.max_env_steps and not won:
-                command = yield from self._command(turn=steps)
-                steps += 1
-                header = f"[step {steps}/{settings.max_env_steps}]"
-                admissible = False
-                if command is None:
-                    idle += 1
-                    said = (
-                        f"No command in {settings.max_replies_per_step} replies: the step passed without an action. "
-                        "Act with <answer>command</answer>."
-                    )
-                elif command not in state.admissible:
-                    invalid += 1
-                    said = f'Nothing happens: "{command}" is not an admissible command; write one exactly as listed.'
-                else:
-                    state = self._world(lambda command=command: world.step(command))  # type: ignore[union-attr]
-                    won, said, admissible = state.won, state.observation, True
-                self.transcript.append({"command": command, "admissible": admissible, "observation": said})
-                if not won and steps < settings.max_env_steps:
-                    env.add_user(self._with_commands(f"{header} {said}", state), kind="observation")
-            ended_by = "won" if won else "step_limit"
-            if settings.debrief_replies and "Add_memory" in env.offered:
-                try:
-                    yield from self._debrief(won, steps, said)
-                except _EpisodeOverError as over:  # the game is decided; the debrief just stops
-                    error = f"debrief: {over.error}"
-        except _EpisodeOverError as over:
-            ended_by, error = over.reason, over.error
-        except _GameError as failure:
-            ended_by, error = "env_error", str(failure)
-        finally:
-            if world is not None:
-                world.close()
-        return GameResult(
-            self.game,
-            self.task.question,
-            won,
-            steps,
-            invalid,
-            idle,
-            ended_by,
-            self.steps,
-            env.stats,
-            self.transcript,
-            error,
-        )
-
-    def _command(self, turn: int) -> Generator[GenerationRequest, Completion, str | None]:
-        """Agent replies until one gives a command (``<answer>``), at most ``max_replies_per_step``."""
-        for _ in range(self.settings.max_replies_per_step):
-            result = yield from self._act(3, turn)
-            if result.done:
-                return normalize_command(result.answer or "")
-        self.limit_hits.append({"stage": 3, "turn": turn, "limit": "turn"})
-        return None
-
-    def _debrief(self, won: bool, steps: int, said: str) -> Generator[GenerationRequest, Completion, None]:
-        """Tell the agent how the game ended and let it store what worked (its ``<answer>`` ends the game)."""
-        task = self.task.question
-        outcome = (
-            f'You completed the task "{task}" in {steps} steps.'
-            if won
-            else f'The task "{task}" was not completed within {self.settings.max_env_steps} steps.'
-        )
-        self.env.add_user(
-            f"{said}\n\nThe game is over. {outcome} Store what may help in later games with your memory tools, then "
-            "reply with <answer>done</answer>.",
-            kind="debrief",
-        )
-        for _ in range(self.settings.debrief_replies):
-            result = yield from self._act(3, steps)
-            if result.done:
-                return
-
-    def _with_commands(self, text: str, state: GameState) -> str:
-        if not self.settings.show_admissible:
-            return text
-        return f"{text}\n\nAdmissible commands: {', '.join(state.admissible)}"
-
-    def _world(self, call: Callable[[], Any]) -> Any:
-        try:
-            return call()
-        except Exception as err:  # a broken game file or engine ends this game, not the run
-            raise _GameError(f"{self.game.id}: {type(err).__name__}: {err}") from err
+    """``config`` set up for ``variant`` (its tools and retrieval, :func:`agemem.eval.variants.apply_variant`) with the
+    ALFWorld system prompt, unless ``env.system_prompt`` names one already
+    (:func:`agemem.tasks.alfworld.game_config`)."""
+    return with_game_prompt(apply_variant(config, variant))
 
 
 # --------------------------------------------------------------------------------------------- batching
@@ -369,7 +124,7 @@ def play_batch(
     on_finish: Callable[[GameResult], None] | None = None,
 ) -> list[GameResult]:
     """Play the games side by side: each tick, one engine call for the pending request of every live game (as
-    :class:`rollouts.driver.RolloutDriver` does for three-stage episodes). Results in the order of ``runs``."""
+    :class:`agemem.rollouts.driver.RolloutDriver` does for three-stage episodes). Results in the order of ``runs``."""
     results: list[GameResult | None] = [None] * len(runs)
     live: list[tuple[int, GameRun, GenerationRequest]] = []
 

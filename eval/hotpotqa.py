@@ -14,10 +14,10 @@ Per question (``examples.jsonl``; scores in [0, 1]):
 * ``mq``: memory quality, :func:`memory_quality`; None when no Stage 1 was played or the question has no
   supporting fact;
 * ``stage3_prompt_tokens``, ``stage3_steps``: the prompt tokens of the Stage-3 agent steps and their number;
-* ``tool_calls``: calls per tool and in total (:func:`eval.metrics.tool_calls`).
+* ``tool_calls``: calls per tool and in total (:func:`agemem.eval.metrics.tool_calls`).
 
 Per run (``results.json``): J, EM, F1 = 100 · the mean of ``judge``, ``em``, ``f1``; MQ = the mean of
-``mq``; TN = Σ Stage-3 prompt tokens / Σ Stage-3 steps (:func:`eval.metrics.pooled_mean`); TC = the mean
+``mq``; TN = Σ Stage-3 prompt tokens / Σ Stage-3 steps (:func:`agemem.eval.metrics.pooled_mean`); TC = the mean
 calls per episode of each tool and in total.
 """
 
@@ -31,12 +31,12 @@ from typing import TYPE_CHECKING, Any
 
 from tqdm.auto import tqdm
 
-from agemem.config import EVAL_VARIANTS, AgeMemConfig
-from agemem.configlib import ConfigError, to_dict
-from agemem.encoders import build_encoder
-from eval import metrics
-from eval.models import Backend, LazyBackend, ResolvedModel, evaluate_models
-from eval.report import (
+from agemem.core.config import EVAL_VARIANTS, AgeMemConfig
+from agemem.core.configlib import ConfigError, to_dict
+from agemem.core.encoders import build_encoder
+from agemem.eval import metrics
+from agemem.eval.models import Backend, LazyBackend, ResolvedModel, evaluate_models
+from agemem.eval.report import (
     RUN_COLUMNS,
     TOOL_CALL_COLUMNS,
     TOOL_CALL_LABELS,
@@ -48,19 +48,20 @@ from eval.report import (
     tool_call_values,
     write_results,
 )
-from eval.variants import apply_variant
-from rewards.base import AnswerItem, Judge, MemoryItem
-from rewards.build import build_judge
-from rewards.judges import exact_match, f1_score
-from rollouts.build import build_driver, build_resources, distractors_for, load_task_pool
-from rollouts.engines.base import derive_seed
+from agemem.eval.variants import apply_variant
+from agemem.rewards.base import AnswerItem, Judge, MemoryItem
+from agemem.rewards.build import build_judge
+from agemem.rewards.judges import exact_match, f1_score
+from agemem.rollouts.build import build_driver, build_resources, distractors_for
+from agemem.rollouts.engines.base import derive_seed
+from agemem.tasks import load_task_pool
 
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from agemem.encoders import Encoder
-    from rollouts.records import Trajectory
-    from rollouts.tasks import Task
+    from agemem.core.encoders import Encoder
+    from agemem.rollouts.records import Trajectory
+    from agemem.rollouts.tasks import Task
 
 BENCHMARK = "hotpotqa"
 COLUMNS = (
@@ -93,7 +94,7 @@ def memory_quality(fact_scores: Sequence[float]) -> float | None:
     """MQ of one question: the mean over its supporting facts f of the judge's score of the LTM M against f.
 
     With the rule judge the score is ``|C(f) ∩ C(M)| / |C(f)|`` (``C``: content words, see
-    :func:`rewards.judges.content_words`), so ``MQ = (1/|F|) Σ_f |C(f) ∩ C(M)| / |C(f)|``: the share of each
+    :func:`agemem.rewards.judges.content_words`), so ``MQ = (1/|F|) Σ_f |C(f) ∩ C(M)| / |C(f)|``: the share of each
     supporting sentence's content words present anywhere in memory. A model judge is asked, per fact, how
     much of it the memory carries (0-1). None when the question has no supporting fact.
     """
@@ -241,7 +242,7 @@ def run_hotpotqa(
 ) -> dict[str, Any]:
     """Evaluate one model under one variant into ``out``; returns the results written to results.json."""
     config = apply_variant(resolved.config, variant)
-    tasks, pool = load_task_pool(config.data)
+    tasks, pool = load_task_pool(config)
     if not tasks:
         raise ConfigError(f"data.source={config.data.source!r} gave no questions")
     out.mkdir(parents=True, exist_ok=True)

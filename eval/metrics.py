@@ -1,8 +1,8 @@
 """Benchmark-independent evaluation metrics, as small pure functions of finished trajectories.
 
 Names follow the AgeMem paper: TN (prompt tokens per step of the task stage) and TC (tool calls per
-episode). Answer metrics live with their benchmark (HotpotQA EM / F1 in :mod:`rewards.judges`, ALFWorld
-success in :mod:`eval.alfworld`). The step-level forms (:func:`count_tool_calls`, :func:`prompt_tokens`)
+episode). Answer metrics live with their benchmark (HotpotQA EM / F1 in :mod:`agemem.rewards.judges`, ALFWorld
+success in :mod:`agemem.eval.alfworld`). The step-level forms (:func:`count_tool_calls`, :func:`prompt_tokens`)
 serve episodes that are not three-stage trajectories (ALFWorld games).
 """
 
@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from agemem.tools import TOOL_NAMES
+from agemem.core.tools import TOOL_NAMES
 
 if TYPE_CHECKING:
-    from rollouts.records import Step, Trajectory
+    from agemem.rollouts.records import Step, Trajectory
 
 
 def tool_calls(trajectory: Trajectory, offered: Sequence[str] = TOOL_NAMES) -> dict[str, int]:

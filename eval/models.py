@@ -29,16 +29,16 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from agemem.config import AgeMemConfig, PolicyConfig
-from agemem.configlib import ConfigError, validate_tree
-from eval.report import slug, unique_labels
-from rollouts.policy import TINY_POLICY
-from train.checkpoint import latest_checkpoint
+from agemem.core.config import AgeMemConfig, PolicyConfig
+from agemem.core.configlib import ConfigError, validate_tree
+from agemem.core.runs import latest_checkpoint
+from agemem.eval.report import slug, unique_labels
+from agemem.rollouts.policy import TINY_POLICY
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-    from rollouts.engines.base import Engine
+    from agemem.rollouts.engines.base import Engine
 
 ModelKind = Literal["openai", "tiny", "checkpoint", "lora", "hf"]
 _OPENAI = re.compile(r"^openai:(?P<model>[^@]+)(?:@(?P<url>.+))?$")
@@ -118,7 +118,7 @@ def resolve_model(spec: str, config: AgeMemConfig) -> ResolvedModel:
 
 
 def _resolve_directory(spec: str, path: Path, config: AgeMemConfig) -> ResolvedModel:
-    policy_dir, run_dir, checkpoint = _training_layout(path)
+    policy_dir, run_dir, checkpoint = training_layout(path)
     run_policy = _run_policy(run_dir) if run_dir is not None else {}
     label = f"{run_dir.name}/{checkpoint.name}" if run_dir is not None and checkpoint is not None else path.name
     if (policy_dir / "adapter_config.json").is_file():
@@ -134,7 +134,7 @@ def _resolve_directory(spec: str, path: Path, config: AgeMemConfig) -> ResolvedM
     return ResolvedModel(spec, kind, label, config, checkpoint=str(checkpoint) if checkpoint else None)
 
 
-def _training_layout(path: Path) -> tuple[Path, Path | None, Path | None]:
+def training_layout(path: Path) -> tuple[Path, Path | None, Path | None]:
     """``(policy dir, run dir, checkpoint dir)`` for a run, a checkpoint, its policy/ folder, or any dir."""
     if (path / "checkpoints").is_dir():
         checkpoint = latest_checkpoint(path)
@@ -204,7 +204,7 @@ def _tokenizer(directory: Path, configured: str, run_policy: dict[str, Any]) -> 
 
 def load_model(resolved: ResolvedModel) -> tuple[PreTrainedModel | None, PreTrainedTokenizerBase]:
     """The policy model (None for endpoints) and the tokenizer its prompts are encoded with."""
-    from rollouts.policy import load_policy
+    from agemem.rollouts.policy import load_policy
 
     if resolved.kind == "openai":
         return None, endpoint_tokenizer(resolved.config)
@@ -219,7 +219,7 @@ def load_model(resolved: ResolvedModel) -> tuple[PreTrainedModel | None, PreTrai
 def endpoint_tokenizer(config: AgeMemConfig) -> PreTrainedTokenizerBase:
     """``policy.tokenizer`` if set, else the served model's name as a tokenizer; a chat endpoint whose model
     has no loadable tokenizer falls back to ``env.context.tokenizer`` (TN is then counted with that one)."""
-    from agemem.chat import load_tokenizer
+    from agemem.core.chat import load_tokenizer
 
     remote = config.engine.openai
     if config.policy.tokenizer:
@@ -239,7 +239,7 @@ def endpoint_tokenizer(config: AgeMemConfig) -> PreTrainedTokenizerBase:
 def load_backend(resolved: ResolvedModel) -> Backend:
     """The engine named by ``engine.backend`` over the loaded model (the vLLM engine gets a merged adapter's
     weights pushed once: vLLM itself loads the base named in the model's config)."""
-    from rollouts.build import build_engine
+    from agemem.rollouts.build import build_engine
 
     model, tokenizer = load_model(resolved)
     engine = build_engine(resolved.config, model, tokenizer)

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agemem.configlib import ConfigError
-from agemem.files import atomic_open
-from agemem.tools import TOOL_NAMES
+from agemem.core.configlib import ConfigError
+from agemem.core.files import atomic_open
+from agemem.core.tools import TOOL_NAMES
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -145,7 +145,7 @@ TOOL_CALL_COLUMNS = (
     *(Column(f"TC.{name}", f"TC {tool_label(name)}", "{:.2f}") for name in TOOL_NAMES),
     Column("TC.total", "TC total", "{:.2f}"),
 )
-"""TC: mean calls of each tool per episode, then all tools (the ``TC`` dict of :func:`eval.metrics.mean_tool_calls`)."""
+"""TC: mean calls of each tool per episode, then all tools (``TC`` of :func:`agemem.eval.metrics.mean_tool_calls`)."""
 TOOL_CALL_LABELS = (*(tool_label(name) for name in TOOL_NAMES), "total")
 """the bars of a tool-call panel, in :func:`tool_call_values` order."""
 

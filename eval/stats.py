@@ -8,23 +8,23 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from scipy.stats import binomtest, norm
+from scipy.stats import binomtest
 
 
 def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
-    """The Wilson score interval of the proportion ``successes / n``.
+    """The Wilson score interval of the proportion ``successes / n`` (no continuity correction).
 
     With ``p = successes / n`` and ``z`` the ``(1 + confidence) / 2`` normal quantile (1.96 for 95%):
 
         centre = (p + z² / 2n) / (1 + z² / n)
         half   = z / (1 + z² / n) · sqrt(p (1 − p) / n + z² / 4n²)
 
-    and the interval is ``[centre − half, centre + half]`` (39 of 50 at 95%: [0.648, 0.872]). ``n = 0`` gives
-    ``(0, 1)``: nothing is known.
+    and the interval is ``[centre − half, centre + half]`` clipped to [0, 1] (39 of 50 at 95%: [0.648, 0.872]),
+    as computed by ``scipy.stats.binomtest(...).proportion_ci(method="wilson")``. ``n = 0`` gives ``(0, 1)``:
+    nothing is known.
     """
     if n < 0 or not 0 <= successes <= n:
         raise ValueError(f"need 0 <= successes <= n, got successes={successes}, n={n}")
@@ -32,12 +32,8 @@ def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[f
         raise ValueError(f"confidence={confidence} must be in (0, 1)")
     if n == 0:
         return 0.0, 1.0
-    z = float(norm.ppf((1 + confidence) / 2))
-    p = successes / n
-    denominator = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denominator
-    half = z / denominator * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    return max(0.0, centre - half), min(1.0, centre + half)
+    interval = binomtest(successes, n).proportion_ci(confidence_level=confidence, method="wilson")
+    return float(interval.low), float(interval.high)
 
 
 @dataclass(frozen=True)

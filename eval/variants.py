@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import copy
 
-from agemem.config import EVAL_VARIANTS, AgeMemConfig
-from agemem.configlib import ConfigError, validate_tree
-from agemem.tools import LTM_TOOLS, TOOL_NAMES
+from agemem.core.config import EVAL_VARIANTS, AgeMemConfig
+from agemem.core.configlib import ConfigError, validate_tree
+from agemem.core.tools import LTM_TOOLS, TOOL_NAMES
 
 VARIANT_TOOLS: dict[str, tuple[str, ...]] = {
     "agemem": TOOL_NAMES,

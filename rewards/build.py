@@ -6,17 +6,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from agemem.config import AgeMemConfig, JudgeConfig, PolicyConfig, RewardConfig
-from agemem.configlib import ConfigError
-from agemem.httpclient import ChatClient
-from rewards.base import Judge
-from rewards.composite import mean_breakdown, score_trajectories
-from rewards.judges import LLMJudge, RuleJudge, TransformersJudge
+from agemem.core.config import AgeMemConfig, JudgeConfig, PolicyConfig, RewardConfig
+from agemem.core.configlib import ConfigError
+from agemem.core.httpclient import ChatClient
+from agemem.rewards.base import Judge
+from agemem.rewards.composite import mean_breakdown, score_trajectories
+from agemem.rewards.judges import LLMJudge, RuleJudge, TransformersJudge
 
 if TYPE_CHECKING:
-    from agemem.encoders import Encoder
-    from rollouts.records import Trajectory
-    from rollouts.tasks import Task
+    from agemem.core.encoders import Encoder
+    from agemem.rollouts.records import Trajectory
+    from agemem.rollouts.tasks import Task
 
 
 def build_rule_judge(config: JudgeConfig, encoder: Encoder | None = None) -> RuleJudge:
@@ -44,7 +44,7 @@ def build_judge(config: JudgeConfig, encoder: Encoder | None = None) -> Judge:
     if config.backend == "openai":
         client = ChatClient.from_settings(config)  # retries with backoff, timeout, API key from api_key_env
         return LLMJudge(client, concurrency=config.concurrency, cache_dir=config.cache_dir or None, fallback=rule)
-    from rollouts.policy import load_policy
+    from agemem.rollouts.policy import load_policy
 
     model, tokenizer = load_policy(PolicyConfig(model=config.model, device=config.device, dtype=config.dtype))
     return TransformersJudge(model, tokenizer, max_new_tokens=config.max_tokens, fallback=rule)

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from agemem.config import RewardConfig
-from rewards import terms
-from rewards.base import AnswerItem, Judge, MemoryItem, RelevanceItem
-from rollouts.records import Step, Trajectory
-from rollouts.tasks import Task
+from agemem.core.config import RewardConfig
+from agemem.rewards import terms
+from agemem.rewards.base import AnswerItem, Judge, MemoryItem, RelevanceItem
+from agemem.rollouts.records import Step, Trajectory
+from agemem.rollouts.tasks import Task
 
 
 def mean_breakdown(breakdowns: Sequence[Mapping[str, float]]) -> dict[str, float]:

@@ -1,7 +1,7 @@
 """Judges: a rule-based one (EM/F1 and token recall, optionally embeddings), an LLM one over an
 OpenAI-compatible endpoint, and one over a local transformers causal LM.
 
-All three satisfy :class:`rewards.base.Judge`: three batched roles, one score in [0, 1] per item.
+All three satisfy :class:`agemem.rewards.base.Judge`: three batched roles, one score in [0, 1] per item.
 
 Rules of :class:`RuleJudge` (``C(x)`` is the *set* of content words of ``x``: the tokens of
 ``normalize_answer(x)`` minus :data:`STOPWORDS`; when every token is a stopword, all tokens are kept):
@@ -35,15 +35,15 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from agemem.files import atomic_open
-from agemem.httpclient import ChatClient, HTTPRequestError
-from agemem.text import normalize_answer, strip_thinking
-from rewards.base import AnswerItem, Judge, MemoryItem, RelevanceItem
+from agemem.core.files import atomic_open
+from agemem.core.httpclient import ChatClient, HTTPRequestError
+from agemem.core.text import normalize_answer, strip_thinking
+from agemem.rewards.base import AnswerItem, Judge, MemoryItem, RelevanceItem
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-    from agemem.encoders import Encoder
+    from agemem.core.encoders import Encoder
 
 Role = Literal["answer", "memory", "relevance"]
 ChatMessages = list[dict[str, str]]
@@ -328,7 +328,7 @@ class LLMJudge(_ModelJudge):
     """Scores with a chat model behind an OpenAI-compatible ``/chat/completions`` endpoint (``client``).
 
     A batch's requests run concurrently (``concurrency`` threads), each retried with exponential backoff
-    by :func:`agemem.httpclient.post_json`. Endpoint failures never raise: the item goes to ``fallback``.
+    by the ``openai`` SDK (:mod:`agemem.core.httpclient`). Endpoint failures never raise: the item goes to ``fallback``.
     With ``cache_dir``, each reply is stored as ``<cache_dir>/<sha256(model, messages)>.json`` (atomic
     write) and reused instead of a request. ``counters``: ``requests`` (items sent to the endpoint),
     ``cache_hits``, ``errors`` (endpoint failed after retries), ``unparsable`` (a reply without a score),
@@ -407,7 +407,7 @@ class TransformersJudge(_ModelJudge):
         max_new_tokens: int = 16,
         fallback: Judge | None = None,
     ):
-        from agemem.summarizers import TransformersChatGenerator
+        from agemem.core.summarizers import TransformersChatGenerator
 
         super().__init__(fallback, self._generate_reply)
         self.model = model

@@ -1,7 +1,7 @@
 """The AgeMem reward terms (paper Appendix A.2), each a small pure function.
 
 Every function takes plain numbers or records from a finished trajectory and returns a
-float; the judge calls happen before (:mod:`rewards.composite`), so the terms stay pure and
+float; the judge calls happen before (:mod:`agemem.rewards.composite`), so the terms stay pure and
 testable by hand.
 """
 

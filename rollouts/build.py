@@ -1,6 +1,6 @@
 """From a config to the running pieces: tasks, policy engine, distractors, the driver.
 
-Everything a rollout needs is built here from :class:`~agemem.config.AgeMemConfig`, so the
+Everything a rollout needs is built here from :class:`~agemem.core.config.AgeMemConfig`, so the
 CLI, the benchmark and the trainer assemble runs the same way.
 """
 
@@ -9,47 +9,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from agemem.config import AgeMemConfig, DataConfig, SamplingConfig
-from agemem.encoders import Encoder
-from agemem.env import EnvResources
-from rollouts.distractors import DistractorCache, build_distractor_generator, prepare_distractors
-from rollouts.driver import RolloutDriver
-from rollouts.engines.base import Engine, SamplingParams
-from rollouts.tasks import Task
+from agemem.core.config import AgeMemConfig, SamplingConfig
+from agemem.core.encoders import Encoder
+from agemem.core.env import EnvResources
+from agemem.rollouts.distractors import DistractorCache, build_distractor_generator, prepare_distractors
+from agemem.rollouts.driver import EpisodeFactory, RolloutDriver
+from agemem.rollouts.engines.base import Engine, SamplingParams
+from agemem.rollouts.tasks import Task
 
 if TYPE_CHECKING:
     from accelerate import Accelerator
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
-
-
-def load_tasks(config: DataConfig, *, apply_limit: bool = True) -> list[Task]:
-    """Tasks named by ``data.source``: 'synthetic', a HotpotQA file or directory, or a hub id.
-
-    ``apply_limit=False`` returns every task (the corpus distractor pool: more paragraphs to choose from).
-    """
-    if config.source == "synthetic":
-        from rollouts.synthetic import generate_synthetic_tasks
-
-        synthetic = config.synthetic
-        tasks = generate_synthetic_tasks(
-            synthetic.num_tasks,
-            seed=synthetic.seed,
-            entities_per_task=synthetic.entities_per_task,
-            attributes_per_entity=synthetic.attributes_per_entity,
-            distractors_per_task=synthetic.distractors_per_task,
-        )
-    else:
-        from rollouts.hotpotqa import load_hotpotqa
-
-        tasks = load_hotpotqa(config.source, split=config.split, hub_config=config.hub_config)
-    return tasks[: config.limit] if config.limit and apply_limit else tasks
-
-
-def load_task_pool(config: DataConfig) -> tuple[list[Task], list[Task]]:
-    """``(tasks, pool)``: every task of ``data.source`` (the corpus distractor pool, which may reach
-    beyond ``data.limit``) and the first ``data.limit`` of them to play, from one load."""
-    pool = load_tasks(config, apply_limit=False)
-    return (pool[: config.limit] if config.limit else pool), pool
 
 
 def sampling_params(config: SamplingConfig, stop_token_ids: Sequence[int] = ()) -> SamplingParams:
@@ -72,7 +42,7 @@ def build_engine(
     """The engine named by ``engine.backend``; vllm and openai are imported only when chosen."""
     engine = config.engine
     if engine.backend == "transformers":
-        from rollouts.engines.transformers_engine import TransformersEngine
+        from agemem.rollouts.engines.transformers_engine import TransformersEngine
 
         if model is None:
             raise ValueError("engine.backend=transformers needs the policy model")
@@ -80,7 +50,7 @@ def build_engine(
             model, tokenizer, batch_size=engine.batch_size, prefix_cache_tokens=engine.prefix_cache_tokens
         )
     if engine.backend == "openai":
-        from rollouts.engines.openai_engine import OpenAIEngine
+        from agemem.rollouts.engines.openai_engine import OpenAIEngine
 
         remote = engine.openai
         return OpenAIEngine(
@@ -93,7 +63,7 @@ def build_engine(
             retries=remote.retries,
             concurrency=remote.concurrency,
         )
-    from rollouts.engines.vllm_engine import VLLMEngine
+    from agemem.rollouts.engines.vllm_engine import VLLMEngine
 
     vllm = engine.vllm
     return VLLMEngine(
@@ -130,9 +100,18 @@ def build_driver(
     resources: EnvResources,
     *,
     progress: bool = True,
+    make_episode: EpisodeFactory | None = None,
 ) -> RolloutDriver:
+    """The driver; ``make_episode`` plays each task (default: the three-stage episode; a task's registration
+    gives its own, ``agemem.tasks.base.TaskSpec.episodes``)."""
     return RolloutDriver(
-        engine, tokenizer, resources, config.rollout, sampling_params(config.sampling), progress=progress
+        engine,
+        tokenizer,
+        resources,
+        config.rollout,
+        sampling_params(config.sampling),
+        progress=progress,
+        make_episode=make_episode,
     )
 
 

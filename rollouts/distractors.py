@@ -25,14 +25,14 @@ from typing import Protocol
 import numpy as np
 from tqdm.auto import tqdm
 
-from agemem.config import DistractorConfig
-from agemem.configlib import ConfigError
-from agemem.encoders import Encoder
-from agemem.files import atomic_open
-from agemem.summarizers import ChatGenerate
-from agemem.text import contains_answer, strip_thinking
-from rollouts.messages import casual, task_rng
-from rollouts.tasks import Task
+from agemem.core.config import DistractorConfig
+from agemem.core.configlib import ConfigError
+from agemem.core.encoders import Encoder
+from agemem.core.files import atomic_open
+from agemem.core.summarizers import ChatGenerate
+from agemem.core.text import contains_answer, strip_thinking
+from agemem.rollouts.messages import casual, task_rng
+from agemem.rollouts.tasks import Task
 
 
 class DistractorGenerator(Protocol):
@@ -218,7 +218,7 @@ def build_distractor_generator(config: DistractorConfig, pool: Sequence[Task], e
         return StaticDistractors(config.texts)
     if config.generator == "task":
         return TaskDistractors()
-    from agemem.httpclient import ChatClient
+    from agemem.core.httpclient import ChatClient
 
     settings = f"{config.base_url}|{config.model}|t={config.temperature}|max={config.max_tokens}"
     return LLMDistractors(ChatClient.from_settings(config), config.style, settings)

@@ -1,6 +1,6 @@
 """The batched episode driver: B tasks x K rollouts advanced together.
 
-Each tick the driver takes the pending :class:`~rollouts.episode.GenerationRequest` of every
+Each tick the driver takes the pending :class:`~agemem.rollouts.episode.GenerationRequest` of every
 live episode (agent steps, and summaries when the policy writes them) and sends them to the
 engine in one ``generate`` call; each completion is sent back into its episode, which runs
 on until it needs the policy again or finishes. Episodes stay straight-line code; batching
@@ -18,18 +18,18 @@ from typing import TYPE_CHECKING, Any
 
 from tqdm.auto import tqdm
 
-from agemem.chat import end_of_turn_ids
-from agemem.config import RolloutConfig
-from agemem.env import EnvResources, MemoryEnv
-from agemem.summarizers import LLMSummarizer
-from rollouts.engines.base import Engine, SamplingParams
-from rollouts.episode import Episode, EpisodeRun, EpisodeSetup, GenerationRequest
-from rollouts.records import Trajectory, TrajectoryWriter
+from agemem.core.chat import end_of_turn_ids
+from agemem.core.config import RolloutConfig
+from agemem.core.env import EnvResources, MemoryEnv
+from agemem.core.summarizers import LLMSummarizer
+from agemem.rollouts.engines.base import Engine, SamplingParams
+from agemem.rollouts.episode import Episode, EpisodeRun, EpisodeSetup, GenerationRequest
+from agemem.rollouts.records import Trajectory, TrajectoryWriter
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
-    from rollouts.tasks import Task
+    from agemem.rollouts.tasks import Task
 
 
 @dataclass
@@ -84,6 +84,18 @@ class RolloutResult:
     stats: RolloutStats = field(default_factory=RolloutStats)
 
 
+EpisodeFactory = Callable[["Task", list[str], MemoryEnv, EpisodeSetup, int], EpisodeRun]
+"""``(task, distractors, env, setup, rollout_index) -> episode run``: how a task's episode is played
+(a task's registration gives one, ``agemem.tasks.base.TaskSpec.episodes``)."""
+
+
+def three_stage_episode(
+    task: Task, distractors: list[str], env: MemoryEnv, setup: EpisodeSetup, rollout_index: int
+) -> EpisodeRun:
+    """The three-stage :class:`Episode` (the default)."""
+    return Episode(task, distractors, env, setup, rollout_index).play()
+
+
 @dataclass
 class _Live:
     key: tuple[int, int]
@@ -110,8 +122,10 @@ class RolloutDriver:
         sampling: SamplingParams,
         *,
         progress: bool = True,
+        make_episode: EpisodeFactory | None = None,
     ):
         self.engine = engine
+        self.make_episode = make_episode or three_stage_episode
         self.resources = resources
         self.config = config
         stop_ids = sampling.stop_token_ids or end_of_turn_ids(tokenizer)
@@ -143,7 +157,9 @@ class RolloutDriver:
         sampling = self.sampling if seed is None else dataclasses.replace(self.sampling, seed=seed)
         missing = [t.id for t in tasks if t.id not in distractors]
         if missing:
-            raise KeyError(f"no distractors for task(s) {missing[:3]}; build them with rollouts.distractors.prepare")
+            raise KeyError(
+                f"no distractors for task(s) {missing[:3]}; build them with agemem.rollouts.distractors.prepare"
+            )
         queue = deque((i, r) for i in range(len(tasks)) for r in range(k))
         limit = self.config.max_live_episodes or len(queue)
         live: list[_Live] = []
@@ -173,7 +189,7 @@ class RolloutDriver:
                     scope = f"{task_index}:{task.id}/{rollout}"
                     self.resources.ltm.clear(scope=scope)
                     env = MemoryEnv(self.resources, scope=scope)
-                    run = Episode(task, list(distractors[task.id]), env, self.setup, rollout).play()
+                    run = self.make_episode(task, list(distractors[task.id]), env, self.setup, rollout)
                     try:
                         live.append(_Live((task_index, rollout), run, next(run), scope))
                     except StopIteration as finished:

@@ -17,19 +17,19 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from agemem.chat import encode_chat
-from agemem.config import RolloutConfig
-from agemem.context import Message
-from agemem.env import MemoryEnv, StepEvents, StepResult
-from agemem.summarizers import LLMSummarizer, SummarizerError
-from rollouts.engines.base import Completion
-from rollouts.messages import stage1_messages
-from rollouts.records import EndedBy, Step, StepKind, Trajectory
+from agemem.core.chat import encode_chat
+from agemem.core.config import RolloutConfig
+from agemem.core.context import Message
+from agemem.core.env import MemoryEnv, StepEvents, StepResult
+from agemem.core.summarizers import LLMSummarizer, SummarizerError
+from agemem.rollouts.engines.base import Completion
+from agemem.rollouts.messages import stage1_messages
+from agemem.rollouts.records import EndedBy, Step, StepKind, Trajectory
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
-    from rollouts.tasks import Task
+    from agemem.rollouts.tasks import Task
 
 
 @dataclass
@@ -46,6 +46,24 @@ EpisodeRun = Generator[GenerationRequest, Completion, Trajectory]
 
 
 @dataclass
+class Stages:
+    """What an episode shows in each stage (a task's registration says, ``agemem.tasks.base.TaskSpec.stages``)."""
+
+    facts: list[str]
+    """Stage-1 user turns (the material the agent may store)."""
+    distractors: list[str]
+    """Stage-2 user turns."""
+    question: str
+    """the Stage-3 user turn."""
+
+
+def qa_stages(task: Task, distractors: list[str], config: RolloutConfig) -> Stages:
+    """The three stages of a question-answering task: its paragraphs, its distractors, its question."""
+    facts = stage1_messages(task, config.stage1_mode, config.paragraphs_per_turn) if config.stage1 else []
+    return Stages(facts, list(distractors), task.question)
+
+
+@dataclass
 class EpisodeSetup:
     """What every episode of a run shares."""
 
@@ -57,7 +75,7 @@ class EpisodeSetup:
     """Summary_context text is written by the policy through the driver (summarizer.backend=policy)."""
 
 
-class _EpisodeOverError(Exception):
+class EpisodeOverError(Exception):
     def __init__(self, reason: EndedBy, error: str | None = None):
         super().__init__(reason)
         self.reason, self.error = reason, error
@@ -66,9 +84,19 @@ class _EpisodeOverError(Exception):
 class Episode:
     """One rollout of one task: ``trajectory = yield from Episode(...).play()``."""
 
-    def __init__(self, task: Task, distractors: list[str], env: MemoryEnv, setup: EpisodeSetup, rollout_index: int):
+    def __init__(
+        self,
+        task: Task,
+        distractors: list[str],
+        env: MemoryEnv,
+        setup: EpisodeSetup,
+        rollout_index: int,
+        stages: Stages | None = None,
+    ):
         self.task = task
         self.distractors = distractors
+        self.stages = stages
+        """what each stage shows; None: :func:`qa_stages` of the task."""
         self.env = env
         self.setup = setup
         self.config = setup.config
@@ -83,8 +111,8 @@ class Episode:
         try:
             # Stage 1: LTM construction (skipped by the no-memory baseline, rollout.stage1=false).
             env.set_stage(1)
-            facts = stage1_messages(self.task, config.stage1_mode, config.paragraphs_per_turn) if config.stage1 else []
-            for turn, text in enumerate(facts):
+            stages = self.stages or qa_stages(self.task, self.distractors, config)
+            for turn, text in enumerate(stages.facts):
                 env.add_user(text, kind="fact")
                 if config.stage1_mode == "turns" and config.introspective_top_k:
                     env.introspect(text, config.introspective_top_k)
@@ -93,15 +121,15 @@ class Episode:
             env.reset_context()
             # Stage 2: STM under distractors.
             env.set_stage(2)
-            for turn, text in enumerate(self.distractors):
+            for turn, text in enumerate(stages.distractors):
                 env.add_user(text, kind="distractor")
                 yield from self._answer_turn(2, turn)
             # Stage 3: the question, appended to the Stage-2 context.
             env.set_stage(3)
-            env.add_user(self.task.question, question=True)
+            env.add_user(stages.question, question=True)
             answer = yield from self._answer_turn(3, 0)
             ended_by = "answer" if answer is not None else "round_limit"
-        except _EpisodeOverError as over:
+        except EpisodeOverError as over:
             ended_by, error = over.reason, over.error
         return self._trajectory(answer, ended_by, error)
 
@@ -177,14 +205,14 @@ class Episode:
     # ------------------------------------------------------------ records
     def _check_prompt(self, prompt_ids: list[int]) -> None:
         if self.config.max_prompt_tokens and len(prompt_ids) > self.config.max_prompt_tokens:
-            raise _EpisodeOverError(
+            raise EpisodeOverError(
                 "prompt_too_long",
                 f"prompt of {len(prompt_ids)} tokens > max_prompt_tokens={self.config.max_prompt_tokens}",
             )
 
     def _record(self, stage: int, turn: int, kind: StepKind, prompt_ids: list[int], completion: Completion) -> Step:
         if completion.finish_reason == "error":
-            raise _EpisodeOverError("engine_error", completion.error or "the engine returned an error")
+            raise EpisodeOverError("engine_error", completion.error or "the engine returned an error")
         step = Step(
             stage=stage,
             kind=kind,

@@ -1,4 +1,4 @@
-"""Load HotpotQA questions as :class:`~rollouts.tasks.Task` records.
+"""Load HotpotQA questions as :class:`~agemem.rollouts.tasks.Task` records.
 
 Sources, tried in this order:
 
@@ -29,9 +29,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from agemem.configlib import ConfigError
-from agemem.resources import resolve
-from rollouts.tasks import Paragraph, SupportingFact, Task
+from agemem.core.configlib import ConfigError
+from agemem.core.resources import resolve
+from agemem.rollouts.tasks import Paragraph, SupportingFact, Task
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ def load_hotpotqa(
     ``split`` selects the split of a ``DatasetDict``, a data-file directory or a hub dataset (an
     official JSON file is one split already). ``hub_config`` (``distractor`` or ``fullwiki``) is
     used for hub ids only. ``cache_dir`` is where ``datasets`` keeps its Arrow cache (its default
-    when None). Errors are :class:`~agemem.configlib.ConfigError` and name the problem and the fix.
+    when None). Errors are :class:`~agemem.core.configlib.ConfigError` and name the problem and the fix.
     """
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ConfigError(f"limit={limit!r} must be an integer >= 1, or None for all questions")

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from agemem.chat import load_tokenizer
-from agemem.config import BUNDLED_TOKENIZER, PolicyConfig
-from agemem.configlib import ConfigError
-from agemem.resources import resolve
+from agemem.core.chat import load_tokenizer
+from agemem.core.config import BUNDLED_TOKENIZER, PolicyConfig
+from agemem.core.configlib import ConfigError
+from agemem.core.resources import resolve
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
-from agemem.env import EpisodeStats
+from agemem.core.env import EpisodeStats
 
 StepKind = Literal["action", "summary"]
 EndedBy = Literal["answer", "round_limit", "prompt_too_long", "engine_error"]
@@ -53,7 +53,7 @@ class Step:
     tokens_after: int = 0
     """context tokens once the step's tool results were appended (action steps)."""
     violations: list[str] = field(default_factory=list)
-    """format-violation kinds of this completion (see agemem.protocol)."""
+    """format-violation kinds of this completion (see agemem.core.protocol)."""
 
 
 @dataclass

@@ -1,35 +1,29 @@
-"""`agemem rollout`: play tasks x K rollouts with the configured policy and engine.
+"""What `agemem rollout` reports: the behaviour summary, its table, the scorer protocol, the rewrite.
 
-Writes ``trajectories.jsonl`` (one readable JSON line per episode, written as it finishes)
-and ``summary.json`` under the output directory, and prints a summary table. Rewards are not
-computed here (rollouts/ does not score): the caller passes a scorer, and the scored
+The command itself, ``run_rollouts``, is :func:`agemem.tasks.run.run_rollouts` (it needs the task registry).
+Rewards are not computed here (rollouts/ does not score): the caller passes a scorer, and the scored
 trajectories replace the file in one rename.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from statistics import mean
 from typing import Any, Protocol
 
-from rich.console import Console
 from rich.table import Table
 
-from agemem.config import AgeMemConfig
-from agemem.configlib import to_dict
-from agemem.encoders import Encoder
-from agemem.files import atomic_open
-from agemem.text import normalize_answer
-from rollouts.build import build_driver, build_engine, build_resources, distractors_for, load_task_pool
-from rollouts.driver import RolloutStats
-from rollouts.records import Trajectory, TrajectoryWriter
-from rollouts.tasks import Task
+from agemem.core.files import atomic_open
+from agemem.core.text import normalize_answer
+from agemem.rollouts.driver import RolloutStats
+from agemem.rollouts.records import Trajectory
+from agemem.rollouts.tasks import Task
 
 
 class TrajectoryScorer(Protocol):
-    """Fills ``trajectory.reward`` for a batch and returns the breakdowns (rewards.build.RewardScorer)."""
+    """Fills ``trajectory.reward`` for a batch and returns the breakdowns (agemem.rewards.build.RewardScorer)."""
 
     def __call__(self, trajectories: Sequence[Trajectory], tasks: Sequence[Task]) -> list[dict[str, float]]: ...
 
@@ -99,51 +93,3 @@ def rewrite_trajectories(path: Path, trajectories: Sequence[Trajectory]) -> None
     """Replace ``path`` by ``trajectories`` in one rename: a reader sees the old file or the new, never half."""
     with atomic_open(path) as handle:
         handle.writelines(json.dumps(t.to_json(), ensure_ascii=False) + "\n" for t in trajectories)
-
-
-def run_rollouts(
-    config: AgeMemConfig,
-    out: str | Path,
-    *,
-    make_scorer: Callable[[Encoder], TrajectoryScorer] | None = None,
-    console: Console | None = None,
-) -> dict[str, Any]:
-    """Load tasks, policy and engine from ``config``, play every task K times, write results to ``out``.
-
-    ``make_scorer`` builds the reward scorer from the env's encoder (``functools.partial(build_scorer, config)``);
-    with it, every trajectory carries its reward breakdown and the summary has the mean of each term.
-    """
-    from rollouts.policy import load_policy
-
-    console = console or Console()
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    tasks, pool = load_task_pool(config.data)
-    model, tokenizer = load_policy(config.policy) if config.engine.backend != "openai" else (None, None)
-    if tokenizer is None:
-        from agemem.chat import load_tokenizer
-
-        tokenizer = load_tokenizer(config.policy.tokenizer or config.env.context.tokenizer)
-    resources = build_resources(config, tokenizer)
-    distractors = distractors_for(config, tasks, resources.encoder, pool, progress=True)
-    engine = build_engine(config, model, tokenizer)
-    driver = build_driver(config, engine, tokenizer, resources)
-    console.print(
-        f"{len(tasks)} task(s) x {config.rollout.rollouts_per_task} rollouts, engine={engine.name}, "
-        f"policy={config.policy.model}"
-    )
-    with TrajectoryWriter(out / "trajectories.jsonl") as writer:
-        result = driver.run(tasks, distractors, writer=writer)
-    summary = summarize_trajectories(result.trajectories)
-    record: dict[str, Any] = {"summary": summary}
-    rewards = None
-    if make_scorer is not None:
-        scorer = make_scorer(resources.encoder)
-        record |= scorer.report(scorer(result.trajectories, tasks))
-        rewards = record["rewards"]
-        rewrite_trajectories(out / "trajectories.jsonl", result.trajectories)
-    record |= {"throughput": result.stats.to_json(), "config": to_dict(config)}
-    (out / "summary.json").write_text(json.dumps(record, indent=2, ensure_ascii=False))
-    console.print(summary_table(summary, result.stats, rewards))
-    console.print(f"trajectories: {out / 'trajectories.jsonl'}\nsummary: {out / 'summary.json'}")
-    return record

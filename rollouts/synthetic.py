@@ -26,8 +26,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from agemem.configlib import ConfigError
-from rollouts.tasks import Paragraph, SupportingFact, Task
+from agemem.core.configlib import ConfigError
+from agemem.rollouts.tasks import Paragraph, SupportingFact, Task
 
 
 @dataclass(frozen=True)
@@ -150,7 +150,7 @@ def generate_synthetic_tasks(
 
 def fact_statements(count: int, *, seed: int = 0) -> list[tuple[str, str]]:
     """``count`` pairs ``(sentence, value)`` of random invented people and attributes, ("Velora Quint plays
-    the cello.", "cello"): the statements a reader quotes before answering (``train.sft.answer_copy_rows``)."""
+    the cello.", "cello"): the statements a reader quotes before answering (``agemem.train.sft.answer_copy_rows``)."""
     _check_int("count", count, 0)
     rng = random.Random(f"synthetic-statements/{seed}")
     pairs = []

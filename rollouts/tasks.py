@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agemem.configlib import ConfigError
+from agemem.core.configlib import ConfigError
 
 
 @dataclass

@@ -11,12 +11,12 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from agemem.chat import ChatTemplateTokenCounter, load_tokenizer
-from agemem.config import EncoderConfig, EnvConfig
-from agemem.context import Message
-from agemem.encoders import build_encoder
-from agemem.env import EnvResources, MemoryEnv
-from agemem.ltm import LongTermMemory
+from agemem.core.chat import ChatTemplateTokenCounter, load_tokenizer
+from agemem.core.config import EncoderConfig, EnvConfig
+from agemem.core.context import Message
+from agemem.core.encoders import build_encoder
+from agemem.core.env import EnvResources, MemoryEnv
+from agemem.core.ltm import LongTermMemory
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never touch the network
 

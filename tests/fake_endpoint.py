@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable
+from email.message import Message
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -16,7 +17,7 @@ Reply = Callable[[dict[str, Any], int], tuple[int, "str | bytes"]]
 class FakeChatEndpoint:
     def __init__(self, reply: Reply):
         self.reply = reply
-        self.requests: list[tuple[str, dict[str, str], dict[str, Any]]] = []
+        self.requests: list[tuple[str, Message, dict[str, Any]]] = []
         self.lock = threading.Lock()
         endpoint = self
 
@@ -24,7 +25,7 @@ class FakeChatEndpoint:
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 with endpoint.lock:
-                    endpoint.requests.append((self.path, dict(self.headers), body))
+                    endpoint.requests.append((self.path, self.headers, body))  # header names are case-insensitive
                     number = len(endpoint.requests)
                 status, content = endpoint.reply(body, number)
                 if isinstance(content, bytes):

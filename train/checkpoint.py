@@ -13,43 +13,26 @@ only a ``.tmp`` directory, which is ignored and removed by the next save.
 from __future__ import annotations
 
 import json
-import re
 import shutil
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rollouts.policy import torch_dtype
+from agemem.core.runs import CHECKPOINT_NAME, TrainerState, checkpoint_dir, latest_checkpoint, read_trainer_state
+from agemem.rollouts.policy import torch_dtype
+
+__all__ = [
+    "TrainerState",
+    "checkpoint_dir",
+    "latest_checkpoint",
+    "load_checkpoint",
+    "read_trainer_state",
+    "save_checkpoint",
+]
 
 if TYPE_CHECKING:
     from accelerate import Accelerator
     from transformers import PreTrainedTokenizerBase
-
-_NAME = re.compile(r"^step_(\d+)$")
-
-
-@dataclass
-class TrainerState:
-    step: int
-    """optimizer steps completed."""
-    tasks_seen: int
-    """global data position: tasks consumed so far, over all epochs of the shuffled order."""
-    world_size: int
-    """processes of the run that wrote the checkpoint (resuming needs the same number)."""
-
-
-def checkpoint_dir(output_dir: Path, step: int) -> Path:
-    return output_dir / "checkpoints" / f"step_{step:06d}"
-
-
-def latest_checkpoint(output_dir: Path) -> Path | None:
-    """The complete checkpoint with the highest step, or None."""
-    root = output_dir / "checkpoints"
-    if not root.is_dir():
-        return None
-    complete = [p for p in root.iterdir() if _NAME.match(p.name) and (p / "trainer_state.json").exists()]
-    return max(complete, key=lambda p: int(_NAME.match(p.name).group(1)), default=None)  # type: ignore[union-attr]
-
 
 def save_checkpoint(
     accelerator: Accelerator,
@@ -103,16 +86,11 @@ def _cast(tensor: Any, dtype: str | None) -> Any:
 
 
 def _prune(root: Path, keep_last: int) -> None:
-    complete = sorted((p for p in root.iterdir() if _NAME.match(p.name)), key=lambda p: p.name)
+    complete = sorted((p for p in root.iterdir() if CHECKPOINT_NAME.match(p.name)), key=lambda p: p.name)
     for old in complete[:-keep_last]:
         shutil.rmtree(old, ignore_errors=True)
     for stale in root.glob("step_*.tmp"):
         shutil.rmtree(stale, ignore_errors=True)
-
-
-def read_trainer_state(path: Path) -> TrainerState:
-    """The step and data position a complete checkpoint directory was saved at."""
-    return TrainerState(**json.loads((path / "trainer_state.json").read_text()))
 
 
 def load_checkpoint(accelerator: Accelerator, path: Path) -> TrainerState:

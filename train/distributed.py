@@ -14,12 +14,12 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from agemem.configlib import ConfigError
+from agemem.core.configlib import ConfigError
 
 if TYPE_CHECKING:
     from accelerate import Accelerator
 
-    from agemem.config import TrainConfig
+    from agemem.core.config import TrainConfig
 
 
 def deepspeed_launch() -> bool:
@@ -79,7 +79,7 @@ def compute_precision(accelerator: Accelerator) -> str:
 
 def configure_deepspeed(accelerator: Accelerator, train: TrainConfig) -> None:
     """Fill what no dataloader tells DeepSpeed before ``prepare``: our micro-batches are token-packed and
-    accumulated by :func:`train.update.policy_update` (one engine step per mini-batch), clipping is ours."""
+    accumulated by :func:`agemem.train.update.policy_update` (one engine step per mini-batch), clipping is ours."""
     ds_config = deepspeed_config(accelerator)
     if ds_config is None:
         return

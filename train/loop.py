@@ -2,8 +2,9 @@
 
 :func:`train` reads top to bottom; each optimizer step is
 
-1. rollout   — this rank's tasks x K three-stage episodes with the current policy;
-2. score     — the composite reward of every trajectory (rewards/);
+1. rollout   — this rank's tasks x K episodes with the current policy (the episode of the task ``data.source``
+   names, agemem.tasks: three-stage QA, ALFWorld games, ...);
+2. score     — the task's composite reward of every trajectory (rewards/ through the task's scorer);
 3. advantage — group-normalised over each task's K rollouts, on the global batch;
 4. samples   — every LLM step a sample, consecutive prefix steps merged;
 5. update    — the clipped GRPO loss with the k3 KL, micro-batched by tokens;
@@ -24,19 +25,20 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agemem.config import AgeMemConfig, PolicyConfig
-from agemem.configlib import ConfigError, to_dict
-from rewards.build import RewardScorer, build_scorer
-from rollouts.build import build_driver, build_engine, build_resources, load_task_pool
-from rollouts.distractors import DistractorCache, build_distractor_generator, prepare_distractors
-from rollouts.engines.base import derive_seed
-from rollouts.records import Trajectory, TrajectoryWriter
-from rollouts.tasks import Task
-from train.advantages import compute_advantages
-from train.checkpoint import TrainerState, latest_checkpoint, load_checkpoint, save_checkpoint
-from train.metrics import MetricsLogger, behaviour_metrics, reward_metrics, trajectory_step, truncate_after_step
-from train.preflight import preflight
-from train.samples import build_samples
+from agemem.core.config import AgeMemConfig, PolicyConfig
+from agemem.core.configlib import ConfigError, to_dict
+from agemem.rollouts.build import build_driver, build_engine, build_resources
+from agemem.rollouts.distractors import DistractorCache, build_distractor_generator, prepare_distractors
+from agemem.rollouts.engines.base import derive_seed
+from agemem.rollouts.records import Trajectory, TrajectoryWriter
+from agemem.rollouts.run import TrajectoryScorer
+from agemem.rollouts.tasks import Task
+from agemem.tasks.base import load_task_pool, no_distractors, task_for_source
+from agemem.train.advantages import compute_advantages
+from agemem.train.checkpoint import TrainerState, latest_checkpoint, load_checkpoint, save_checkpoint
+from agemem.train.metrics import MetricsLogger, behaviour_metrics, reward_metrics, trajectory_step, truncate_after_step
+from agemem.train.preflight import preflight
+from agemem.train.samples import build_samples
 
 if TYPE_CHECKING:
     from accelerate import Accelerator
@@ -104,8 +106,8 @@ class TrainRun:
         from accelerate.utils import set_seed
         from transformers import get_scheduler
 
-        from rollouts.policy import load_policy
-        from train.distributed import (
+        from agemem.rollouts.policy import load_policy
+        from agemem.train.distributed import (
             build_accelerator,
             compute_precision,
             configure_deepspeed,
@@ -113,8 +115,11 @@ class TrainRun:
             log_setup,
             zero_stage,
         )
-        from train.policy import Reference, TokenLogprobs, add_lora, plan_precision
+        from agemem.train.policy import Reference, TokenLogprobs, add_lora, plan_precision
 
+        # the task data.source names: its items, its episode, its reward (agemem.tasks)
+        self.task_spec = task_for_source(config.data.source)
+        config = self.task_spec.configure(config)
         self.config = config
         # DeepSpeed, DDP or one process as launched (a DeepSpeed launch without CUDA runs DeepSpeed on gloo)
         self.accelerator = accelerator or build_accelerator(config.train.mixed_precision or None)
@@ -177,18 +182,27 @@ class TrainRun:
         self.accelerator.register_for_checkpointing(self.scheduler)
         self.lm = self.accelerator.unwrap_model(self.policy).lm
 
-        self.tasks, pool = load_task_pool(config.data)
+        self.tasks, pool = load_task_pool(config)
         if not self.tasks:
             raise ConfigError(f"data.source={config.data.source!r} gave no tasks")
         self.resources = build_resources(config, self.tokenizer)
-        self.distractor_generator = build_distractor_generator(config.distractors, pool, self.resources.encoder)
+        self.distractor_generator = (
+            build_distractor_generator(config.distractors, pool, self.resources.encoder)
+            if self.task_spec.uses_distractors
+            else None
+        )
         cache_dir = config.distractors.cache_dir
         self.distractor_cache = DistractorCache(cache_dir) if cache_dir else None
         self.engine = build_engine(config, self.lm, self.tokenizer, self.accelerator)
         self.driver = build_driver(
-            config, self.engine, self.tokenizer, self.resources, progress=config.logging.progress and self.is_main
+            config,
+            self.engine,
+            self.tokenizer,
+            self.resources,
+            progress=config.logging.progress and self.is_main,
+            make_episode=self.task_spec.episodes(config),
         )
-        self.scorer: RewardScorer = build_scorer(config, self.resources.encoder)
+        self.scorer: TrajectoryScorer = self.task_spec.scorer(config, self.resources.encoder)
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
 
     @property
@@ -203,9 +217,12 @@ class TrainRun:
 
     def rollout(self, step: int, tasks: list[Task]) -> tuple[list[Trajectory], Any]:
         self.policy.eval()
-        distractors = prepare_distractors(
-            tasks, self.distractor_generator, self.config.distractors.count, self.distractor_cache
-        )
+        if self.distractor_generator is None:  # the task has no Stage-2 distractors (ALFWorld)
+            distractors = no_distractors(tasks)
+        else:
+            distractors = prepare_distractors(
+                tasks, self.distractor_generator, self.config.distractors.count, self.distractor_cache
+            )
         seed = derive_seed(self.config.seed, step, self.runtime.rank)  # a resumed step samples what it did before
         result = self.driver.run(tasks, distractors, seed=seed)
         drain = getattr(self.engine, "drain", None)  # vLLM collectives: wait in step with ranks still generating
@@ -229,7 +246,7 @@ def train(
 
     Returns the metrics of the steps run by this call (every rank gets the global values).
     """
-    from train.update import policy_update
+    from agemem.train.update import policy_update
 
     run = TrainRun(config, accelerator=accelerator)
     output_dir = run.runtime.output_dir
@@ -246,7 +263,7 @@ def train(
     logger = None
     if run.is_main:
         output_dir.mkdir(parents=True, exist_ok=True)
-        (output_dir / "config.json").write_text(json.dumps(to_dict(config), indent=2))
+        (output_dir / "config.json").write_text(json.dumps(to_dict(run.config), indent=2))  # as the task set it
         logger = MetricsLogger(config, output_dir, resume_step=state.step if resume else None)
         samples_path = output_dir / "trajectories.jsonl"
         if resume:
@@ -369,7 +386,7 @@ def _step_metrics(
 
 
 def _write_samples(path: Path, step: int, trajectories: list[Trajectory]) -> None:
-    """Append a step's sample of trajectories; ``rollouts.records.read_trajectories`` reads the file."""
+    """Append a step's sample of trajectories; ``agemem.rollouts.records.read_trajectories`` reads the file."""
     if not trajectories:
         return
     with TrajectoryWriter(path, append=True) as writer:

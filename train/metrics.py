@@ -8,11 +8,11 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
-from agemem.config import AgeMemConfig
-from agemem.files import atomic_open
-from rewards.composite import mean_breakdown
-from rollouts.records import Trajectory
-from rollouts.run import summarize_trajectories
+from agemem.core.config import AgeMemConfig
+from agemem.core.files import atomic_open
+from agemem.rewards.composite import mean_breakdown
+from agemem.rollouts.records import Trajectory
+from agemem.rollouts.run import summarize_trajectories
 
 
 def behaviour_metrics(trajectories: Sequence[Trajectory]) -> dict[str, float]:
@@ -50,7 +50,7 @@ class MetricsLogger:
                 import wandb
             except ImportError as err:
                 raise ImportError("logging.wandb needs the wandb package: pip install wandb") from err
-            from agemem.configlib import to_dict
+            from agemem.core.configlib import to_dict
 
             self._wandb = wandb.init(
                 project=settings.wandb_project,

@@ -1,8 +1,8 @@
 """Model size from the config alone: a decoder's dimensions and its parameter counts (base, LoRA adapters).
 
-Used by ``agemem plan`` (:mod:`train.plan`). Nothing is loaded: the dimensions come from a local
+Used by ``agemem plan`` (:mod:`agemem.train.plan`). Nothing is loaded: the dimensions come from a local
 ``config.json``, the Hugging Face cache, a built-in table of the models our configs name, or the tiny model's
-:class:`~agemem.config.PolicyConfig`.
+:class:`~agemem.core.config.PolicyConfig`.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agemem.config import LoRAConfig, PolicyConfig
-from agemem.configlib import ConfigError
+from agemem.core.config import LoRAConfig, PolicyConfig
+from agemem.core.configlib import ConfigError
 
 
 class PlanError(ConfigError):
@@ -107,17 +107,17 @@ def resolve_model_dims(policy: PolicyConfig) -> ModelDims:
     """The policy's dimensions without loading weights or downloading anything.
 
     Looked up in order: the tiny model (built from ``policy.tiny_*`` and the tokenizer's length, as
-    ``rollouts.policy`` builds it), a local directory's ``config.json`` (through transformers' ``AutoConfig``
+    ``agemem.rollouts.policy`` builds it), a local directory's ``config.json`` (through transformers' ``AutoConfig``
     when it knows the architecture), a hub id's ``config.json`` already in the Hugging Face cache, and
     :data:`BUILTIN_DIMS`.
     """
-    from agemem.resources import resolve
+    from agemem.core.resources import resolve
 
     name = policy.model
     if name == "tiny-random-qwen2":
-        from agemem.chat import load_tokenizer
-        from agemem.config import BUNDLED_TOKENIZER
-        from rollouts.policy import tiny_qwen2_config
+        from agemem.core.chat import load_tokenizer
+        from agemem.core.config import BUNDLED_TOKENIZER
+        from agemem.rollouts.policy import tiny_qwen2_config
 
         vocab = len(load_tokenizer(policy.tokenizer or BUNDLED_TOKENIZER))
         return dims_from_config(tiny_qwen2_config(policy, vocab).to_dict(), name, "policy.tiny_* (PolicyConfig)")

@@ -1,5 +1,5 @@
 """How a training run is launched, as far as its memory goes: the ZeRO stage, the GPU count, the precision and
-offload, read from an accelerate config file and the run config. Used by ``agemem plan`` (:mod:`train.plan`).
+offload, read from an accelerate config file and the run config. Used by ``agemem plan`` (:mod:`agemem.train.plan`).
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agemem.config import AgeMemConfig
-from train.model_size import ModelDims, PlanError
+from agemem.core.config import AgeMemConfig
+from agemem.train.model_size import ModelDims, PlanError
 
 # DeepSpeed's defaults for the settings accelerate's plugin leaves unset (deepspeed/runtime/zero/config.py)
 DS_REDUCE_BUCKET_SIZE = 500_000_000

@@ -1,11 +1,11 @@
 """Plan before launch: the per-GPU memory of a training run, from the config alone.
 
-``agemem plan`` (alias ``agemem train --dry-run``) adds up, per GPU, what a run of :func:`train.loop.train`
+``agemem plan`` (alias ``agemem train --dry-run``) adds up, per GPU, what a run of :func:`agemem.train.loop.train`
 holds: the policy's weights, gradients and optimizer state under the ZeRO stage, the frozen reference,
 the vLLM share, the activations of one micro-batch of ``train.micro_batch_tokens`` padded tokens and a
 fixed runtime reserve. Nothing is loaded: the parameter count comes from the model's dimensions (a local
 ``config.json``, the Hugging Face cache, a built-in table of the models our configs name, or the tiny
-model's :class:`~agemem.config.PolicyConfig`).
+model's :class:`~agemem.core.config.PolicyConfig`).
 
 Every component is live in some of three phases, and the verdict compares the largest phase with the GPU:
 
@@ -42,9 +42,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from agemem.config import AgeMemConfig
-from train.model_size import ModelDims, ParamCounts, PlanError, count_parameters, resolve_model_dims
-from train.parallelism import AccelerateSettings, Parallelism, resolve_parallelism
+from agemem.core.config import AgeMemConfig
+from agemem.train.model_size import ModelDims, ParamCounts, PlanError, count_parameters, resolve_model_dims
+from agemem.train.parallelism import AccelerateSettings, Parallelism, resolve_parallelism
 
 GIB = 2**30
 PHASES = ("rollout", "backward", "step")
@@ -76,7 +76,7 @@ class Component:
 def model_state_components(counts: ParamCounts, par: Parallelism, frozen_bytes: int = 2) -> list[Component]:
     """Weights, gradients, optimizer state and step buffers of the trainable policy (table in the module doc).
 
-    The precision rule of ``train.policy.plan_precision``: an optimizer only ever steps fp32 weights. DeepSpeed
+    The precision rule of ``agemem.train.policy.plan_precision``: an optimizer only ever steps fp32 weights. DeepSpeed
     with bf16 casts the module to bf16 and keeps fp32 master weights + AdamW moments (12 bytes per trainable
     parameter) in the ZeRO optimizer, partitioned over N; its gradient partition is bf16 (``grad_accum_dtype``
     defaults to the model dtype under ZeRO) and the optimizer step casts it to fp32 first. Without DeepSpeed
@@ -182,8 +182,8 @@ def model_state_components(counts: ParamCounts, par: Parallelism, frozen_bytes: 
 
 
 def reference_component(config: AgeMemConfig, counts: ParamCounts, par: Parallelism) -> Component:
-    """The frozen reference of the KL term (:class:`train.policy.Reference`): none when ``grpo.beta == 0`` or with
-    LoRA (the base with adapters disabled); else a second copy of the initial weights held in ``policy.dtype`` —
+    """The frozen reference of the KL term (:class:`agemem.train.policy.Reference`): none when ``grpo.beta == 0``
+    or with LoRA (the base with adapters disabled); else a second copy of the initial weights held in ``policy.dtype`` —
     inside a DeepSpeed inference engine, stage 0 (replicated) under ZeRO-1/2 and partitioned under ZeRO-3."""
     if config.grpo.beta == 0:
         return Component("reference", 0, "none: grpo.beta = 0 (no KL term)")

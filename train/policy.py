@@ -19,8 +19,8 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from agemem.config import LoRAConfig
-from agemem.configlib import ConfigError
+from agemem.core.config import LoRAConfig
+from agemem.core.configlib import ConfigError
 
 if TYPE_CHECKING:
     from accelerate import Accelerator
@@ -55,7 +55,7 @@ class TokenLogprobs(nn.Module):
     ) -> torch.Tensor:
         """``n_chunks``: call the LM head exactly that many times (trailing chunks may be empty) instead of
         once per ``chunk`` positions. ZeRO-3 gathers the head's sharded weight collectively at every call, so
-        ranks must agree on the count (:func:`train.update.policy_update` passes the global maximum)."""
+        ranks must agree on the count (:func:`agemem.train.update.policy_update` passes the global maximum)."""
         hidden_BTH = self.lm.get_decoder()(input_ids=input_ids_BT, attention_mask=attention_mask_BT).last_hidden_state
         hidden_NH = hidden_BTH[rows_N, cols_N - 1]  # the position before a token predicts it
         targets_N = input_ids_BT[rows_N, cols_N]
@@ -99,7 +99,7 @@ class Precision:
 
 
 def plan_precision(policy_dtype: str, compute: str, *, lora: bool, deepspeed: bool) -> Precision:
-    """The precision of a training run (``compute`` is the accelerator's, see train.distributed)."""
+    """The precision of a training run (``compute`` is the accelerator's, see agemem.train.distributed)."""
     if lora:  # the base is frozen in policy.dtype; the adapters are cast to fp32 by add_lora
         return Precision(policy_dtype, policy_dtype, compute, "fp32 LoRA adapters")
     if policy_dtype in HALF_DTYPES and compute == "no":

@@ -1,16 +1,16 @@
 """Start-up checks of ``agemem train``: refuse, before any rollout, setups that would train wrongly.
 
 Each check is a pure function of the config (and the installed versions) that raises
-:class:`~agemem.configlib.ConfigError` naming the problem and the fix; :func:`preflight` runs them all.
+:class:`~agemem.core.configlib.ConfigError` naming the problem and the fix; :func:`preflight` runs them all.
 """
 
 from __future__ import annotations
 
 import logging
 
-from agemem.config import AgeMemConfig
-from agemem.configlib import ConfigError
-from agemem.versions import check_versions
+from agemem.core.config import AgeMemConfig
+from agemem.core.configlib import ConfigError
+from agemem.core.versions import check_versions
 
 SYNCED_BACKENDS: dict[str, str] = {
     "transformers": "generates with the trainer's own module, so every rollout sees the latest weights",
@@ -76,7 +76,7 @@ def check_sampling_supported(config: AgeMemConfig) -> None:
 
 
 def engine_features(config: AgeMemConfig, *, deepspeed: bool) -> set[str]:
-    """The version-checked features a run uses (see :data:`agemem.versions.KNOWN_BAD`)."""
+    """The version-checked features a run uses (see :data:`agemem.core.versions.KNOWN_BAD`)."""
     features = {"vllm"} if config.engine.backend == "vllm" else set()
     if deepspeed:
         features.add("deepspeed")

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rollouts.records import Step, Trajectory
+from agemem.rollouts.records import Step, Trajectory
 
 
 @dataclass

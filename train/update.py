@@ -1,7 +1,7 @@
 """One policy update from a rank's training samples: log-probs, the GRPO loss, optimizer steps.
 
 The loss weights of every token are fixed for the whole mini-batch across ranks before the first
-forward (``train.loss.AGGREGATIONS``), so gradient accumulation over micro-batches and the
+forward (``agemem.train.loss.AGGREGATIONS``), so gradient accumulation over micro-batches and the
 average over ranks reproduce the full-batch gradient exactly. Every rank runs the same number of
 micro-batches (short ranks run zero-weight repeats): DeepSpeed ZeRO-3 gathers parameters
 collectively in each forward.
@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from agemem.config import GRPOConfig, TrainConfig
-from train.distributed import zero_stage
-from train.loss import AGGREGATIONS, grpo_token_loss, truncated_is_weight
-from train.policy import Reference, TokenLogprobs
-from train.samples import TrainSample, micro_batches, split_evenly
+from agemem.core.config import GRPOConfig, TrainConfig
+from agemem.train.distributed import zero_stage
+from agemem.train.loss import AGGREGATIONS, grpo_token_loss, truncated_is_weight
+from agemem.train.policy import Reference, TokenLogprobs
+from agemem.train.samples import TrainSample, micro_batches, split_evenly
 
 if TYPE_CHECKING:
     from accelerate import Accelerator

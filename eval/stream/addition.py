@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from agemem.config import AgeMemConfig, JudgeConfig, StreamConfig
-from agemem.files import atomic_open
-from agemem.httpclient import ChatClient, HTTPRequestError
-from rewards.judges import parse_score
+from agemem.core.config import AgeMemConfig, JudgeConfig, StreamConfig
+from agemem.core.files import atomic_open
+from agemem.core.httpclient import ChatClient, HTTPRequestError
+from agemem.rewards.judges import parse_score
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -148,9 +148,9 @@ def build_coarse_judge(config: JudgeConfig) -> CoarseJudge:
     if config.backend == "openai":
         client = ChatClient.from_settings(config)
         return ModelCoarseJudge(client, f"llm:{config.model}", config.cache_dir)
-    from agemem.config import PolicyConfig
-    from agemem.summarizers import TransformersChatGenerator
-    from rollouts.policy import load_policy
+    from agemem.core.config import PolicyConfig
+    from agemem.core.summarizers import TransformersChatGenerator
+    from agemem.rollouts.policy import load_policy
 
     model, tokenizer = load_policy(PolicyConfig(model=config.model, device=config.device, dtype=config.dtype))
     generate = TransformersChatGenerator(model, tokenizer, max_new_tokens=config.max_tokens, temperature=0.0)

@@ -1,32 +1,32 @@
 """The agent side of a stream: a chat model over the project's engines, the demonstrations in its prompt, the
 response protocol, and the memory tools of the ``policy`` addition.
 
-* :class:`~rollouts.engines.chat.EngineChat` (re-exported here): chat messages → one completion through any
+* :class:`~agemem.rollouts.engines.chat.EngineChat` (re-exported here): chat messages → one completion through any
   engine. A stream is strictly sequential (task t's memory decides what task t+1 sees), so tasks run one at a time.
 * :func:`render_demonstrations`: the retrieved records as in-context demonstrations, each with its memory id.
-* :class:`Dialogue`: replies parsed with :func:`agemem.protocol.parse_response`; tool calls run, their results
+* :class:`Dialogue`: replies parsed with :func:`agemem.core.protocol.parse_response`; tool calls run, their results
   appended as tool messages; malformed output gets the environment's format feedback, never an exception.
-* :class:`BankTools`: ``Add_memory`` / ``Delete_memory`` executed on the stream's bank: how a trained AgeMem
+* :class:`BankTools`: ``Add_memory`` / ``Delete_memory`` executed on the stream's bank by the training executor
+  (:func:`agemem.core.tools.execute` over :class:`~agemem.eval.stream.bank.BankMemory`): how a trained AgeMem
   checkpoint manages the experience memory itself.
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from agemem.env import FORMAT_HINT
-from agemem.protocol import BAD_ARGUMENTS, UNKNOWN_TOOL, ParsedResponse, parse_response
-from agemem.tools import ToolCall
-from eval.stream.bank import MemoryBank, Record
-from eval.stream.base import Demonstration
-from rollouts.engines.base import derive_seed
-from rollouts.engines.chat import ChatModel, ChatReply, EngineChat
-
-if TYPE_CHECKING:
-    pass
+from agemem.core.env import FORMAT_HINT
+from agemem.core.memory import DEFAULT_SCOPE
+from agemem.core.protocol import BAD_ARGUMENTS, UNKNOWN_TOOL, ParsedResponse, parse_response
+from agemem.core.tools import MemoryEvent, Payload, ToolCall, execute
+from agemem.eval.stream.bank import BankMemory, MemoryBank, Record
+from agemem.eval.stream.base import Demonstration
+from agemem.rollouts.engines.base import derive_seed
+from agemem.rollouts.engines.chat import ChatModel, ChatReply, EngineChat
 
 __all__ = ["BankTools", "ChatModel", "ChatReply", "Dialogue", "EngineChat"]
 
@@ -82,44 +82,54 @@ def format_feedback(details: Sequence[str]) -> str:
 
 @dataclass
 class BankTools:
-    """``Add_memory`` / ``Delete_memory`` on the stream's bank during one task.
+    """The memory tools on the stream's bank during one task: a :class:`~agemem.core.tools.ToolSession`.
 
     ``write(content, metadata)`` stores a record of the current task whose execution is ``content`` (the runner
-    adds the noisy copies of a noisy-write stress); ``Delete_memory`` removes a record by id when
-    ``confirmation`` is true. Results have the shape of the memory environment's tool results.
+    adds the noisy copies of a noisy-write stress); ``Delete_memory`` removes a record by id when ``confirmation``
+    is true. Execution is the training environment's (same handlers, same messages); only what the agent is shown
+    of a success is the stream's own (see :meth:`settle`).
     """
 
     bank: MemoryBank
     write: Callable[[str, dict[str, Any]], Record]
     offered: tuple[str, ...] = MEMORY_TOOLS
-    added: list[Record] = field(default_factory=list)
-    deleted: list[Record] = field(default_factory=list)
+    scope: str = DEFAULT_SCOPE
+    default_top_k: int = 3
+    memory: BankMemory = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.memory = BankMemory(self.bank, self.write)
+
+    @property
+    def added(self) -> list[Record]:
+        """Records the agent's Add_memory calls wrote (one per call; a noisy write's copies are the runner's)."""
+        return self.memory.written
+
+    @property
+    def deleted(self) -> list[Record]:
+        """Records the agent's Delete_memory calls removed."""
+        return self.memory.removed
 
     def run(self, call: ToolCall) -> dict[str, Any]:
-        if not call.valid:
-            return {"ok": False, "message": call.error}
-        if call.name == "Add_memory":
-            metadata = dict(call.arguments.get("metadata") or {})
-            if call.arguments.get("memory_type"):
-                metadata["memory_type"] = call.arguments["memory_type"]
-            record = self.write(call.arguments["content"], metadata)
-            self.added.append(record)
-            memory = {"memory_id": record.id, "content": record.execution}
-            return {"ok": True, "message": f"stored 1 memory entry: {record.id}", "memories": [memory]}
-        if call.name == "Delete_memory":
-            memory_id = call.arguments["memory_id"]
-            if call.arguments.get("confirmation") is not True:
-                return {
-                    "ok": False,
-                    "message": 'deletion not confirmed: call Delete_memory again with "confirmation": true',
-                }
-            if memory_id not in self.bank:
-                known = self.bank.ids()[-5:]
-                hint = f"; recent ids: {', '.join(known)}" if known else "; long-term memory is empty"
-                return {"ok": False, "message": f"no memory with id {memory_id!r}{hint}"}
-            self.deleted.append(self.bank.delete(memory_id))
-            return {"ok": True, "message": f"deleted {memory_id}"}
-        return {"ok": False, "message": f"unknown tool {call.name!r}; available tools: {', '.join(self.offered)}"}
+        result = execute(self, call)
+        assert not inspect.isgenerator(result), "no tool the bank offers waits for text"
+        return result.payload
+
+    def metadata_for(self, tool: str, metadata: dict[str, Any] | None, memory_type: str | None = None) -> Payload:
+        """The agent's metadata as it gave it; ``memory_type`` joins it when set (a record has no stage)."""
+        stored = dict(metadata or {})
+        if memory_type:
+            stored["memory_type"] = memory_type
+        return stored
+
+    def settle(self, event: MemoryEvent) -> Payload:
+        """The stream's results, unchanged since before the executor was shared (logged transcripts and the
+        policies evaluated on them saw these): a stored record without metadata, a deletion without the record."""
+        result = event.result
+        payload: Payload = {"ok": result.ok, "message": result.message}
+        if result.ok and result.op != "delete":
+            payload["memories"] = [{"memory_id": e.id, "content": e.content} for e in result.entries]
+        return payload
 
 
 # --------------------------------------------------------------------------------------------- the dialogue

@@ -1,4 +1,4 @@
-"""ALFWorld as a stream (TraceRetain's setting), on the games and text engine of :mod:`eval.alfworld_games`.
+"""ALFWorld as a stream (TraceRetain's setting), on the games and text engine of :mod:`agemem.eval.alfworld_games`.
 
 * items: the solvable games of ``alfworld.split`` under ``alfworld.data_dir`` (round-robin over the six task
   types), in that order;
@@ -9,10 +9,10 @@
 * execution: the action trajectory, one ``> command`` line and the game's reply per environment step, then
   ``Outcome: done`` or ``Outcome: not done``;
 * strict: the game reports the task won;
-* ground truth: the planner's solution (``eval.alfworld_games.expert_plan``), computed only when needed (the
+* ground truth: the planner's solution (``agemem.eval.alfworld_games.expert_plan``), computed only when needed (the
   initial bank, error-free replay).
 
-One game is played as :mod:`eval.alfworld` plays it (its system prompt and command normalisation; at most
+One game is played as :mod:`agemem.eval.alfworld` plays it (its system prompt and command normalisation; at most
 ``alfworld.max_env_steps`` commands, ``alfworld.max_replies_per_step`` replies per command, an inadmissible
 command costs the step), with the retrieved records in the first message; with the policy addition the agent may
 call Add_memory / Delete_memory between commands and in a memory turn after the game.
@@ -26,15 +26,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from agemem.config import AgeMemConfig, AlfworldConfig
-from agemem.configlib import ConfigError
-from agemem.prompts import system_prompt, template_tools
-from eval.stream.agent import Dialogue, memory_turn_message, task_message
-from eval.stream.base import Attempt, Demonstration, StreamItem
+from agemem.core.config import AgeMemConfig, AlfworldConfig
+from agemem.core.configlib import ConfigError
+from agemem.core.prompts import system_prompt, template_tools
+from agemem.eval.stream.agent import Dialogue, memory_turn_message, task_message
+from agemem.eval.stream.base import Attempt, Demonstration, StreamItem
 
 if TYPE_CHECKING:
-    from eval.alfworld_games import Game, GameState, TextGame
-    from eval.stream.agent import BankTools, ChatModel
+    from agemem.eval.stream.base import MemoryTools
+    from agemem.rollouts.engines.chat import ChatModel
+    from agemem.tasks.alfworld_games import Game, GameState, TextGame
 
 TASK_SENTENCES = {
     "pick_and_place_simple": "put a {object} in {receptacle}",
@@ -84,7 +85,7 @@ class AlfworldStreamTask:
     settings: AlfworldConfig
     tool_format: str = "agemem"
     open_game: Callable[[Game], TextGame] | None = None
-    """how a game is opened (default: :class:`eval.alfworld_games.TextGame`)."""
+    """how a game is opened (default: :class:`agemem.eval.alfworld_games.TextGame`)."""
     name: str = "alfworld"
 
     def items(self) -> list[StreamItem]:
@@ -95,11 +96,11 @@ class AlfworldStreamTask:
         item: StreamItem,
         demos: Sequence[Demonstration],
         model: ChatModel,
-        tools: BankTools | None,
+        tools: MemoryTools | None,
         seed: int | None,
     ) -> Attempt:
-        from eval.alfworld import game_system_prompt, normalize_command
-        from eval.alfworld_games import TextGame
+        from agemem.tasks.alfworld import game_system_prompt, normalize_command
+        from agemem.tasks.alfworld_games import TextGame
 
         settings = self.settings
         offered = tools.offered if tools is not None else ()
@@ -176,7 +177,7 @@ class AlfworldStreamTask:
 
 
 def alfworld_item(game: Game) -> StreamItem:
-    from eval.alfworld_games import expert_plan
+    from agemem.tasks.alfworld_games import expert_plan
 
     def plan() -> str:
         return trajectory_execution([f"> {command}" for command in expert_plan(game)], won=True)
@@ -196,7 +197,7 @@ def alfworld_item(game: Game) -> StreamItem:
 
 def alfworld_stream(config: AgeMemConfig) -> AlfworldStreamTask:
     """The solvable games of ``alfworld.split`` (``alfworld.limit`` applies first, then ``stream.limit``)."""
-    from eval.alfworld_games import discover_games
+    from agemem.tasks.alfworld_games import discover_games
 
     games = discover_games(config.alfworld.data_dir, config.alfworld.split)
     if config.alfworld.limit:

@@ -23,7 +23,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from eval.stats import sign_test, wilson_interval
+from agemem.eval.stats import sign_test, wilson_interval
 
 
 def cumulative_mean(values: Sequence[float | None]) -> list[float | None]:

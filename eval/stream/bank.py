@@ -7,19 +7,23 @@ stream steps that retrieved it, its similarity to each retrieving query and the 
 retrieving task (the evaluator's score of that task). Deletion and retention rules read only this history.
 
 Retrieval is cosine similarity of L2-normalised query embeddings from the project's
-:class:`~agemem.encoders.Encoder`: one matrix-vector product and a sort; equal similarities go to the newer record.
+:class:`~agemem.core.encoders.Encoder`: one matrix-vector product and a sort; equal similarities go to the newer record.
+
+:class:`BankMemory` presents the bank as a :class:`~agemem.core.memory.MemoryStore`, the interface the memory tools
+are written against, so a trained policy's Add_memory / Delete_memory run on it through the training executor.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
 
-from agemem.encoders import Encoder
+from agemem.core.encoders import Encoder
+from agemem.core.memory import DEFAULT_SCOPE, MemoryEntry, MemoryResult, count_message, unknown_id_message
 
 INITIAL_STEP = -1
 """``created_at`` of the records in the bank before the stream starts."""
@@ -199,3 +203,91 @@ class MemoryBank:
             record.retrieved_at.append(step)
             record.similarities.append(item.similarity)
             record.utilities.append(utility)
+
+
+@dataclass
+class BankMemory:
+    """A :class:`MemoryBank` as a :class:`~agemem.core.memory.MemoryStore`, so the same memory-tool executor that
+    runs in training runs on a stream's experience memory.
+
+    An entry is a record: its id, its execution as content, its query's embedding (retrieval keys on the task,
+    not on what was written about it) and its metadata. A bank is one stream's single memory, so ``scope`` is
+    accepted and ignored. ``write(content, metadata)`` stores the record of an Add (the runner's, which labels it
+    with the current task and adds the copies of a noisy write); without one, the content is its own query.
+    ``written`` / ``removed`` are the records that went in and out through this adapter, for the step log.
+    """
+
+    bank: MemoryBank
+    write: Callable[[str, dict[str, Any]], Record] | None = None
+    written: list[Record] = field(default_factory=list)
+    removed: list[Record] = field(default_factory=list)
+
+    def add(self, content: str, metadata: dict[str, Any] | None = None, *, scope: str = DEFAULT_SCOPE) -> MemoryResult:
+        record = (self.write or self._own_record)(content, dict(metadata or {}))
+        self.written.append(record)
+        return MemoryResult("add", True, [self._entry(record)], message=f"stored 1 memory entry: {record.id}")
+
+    def update(
+        self, memory_id: str, content: str, metadata: dict[str, Any] | None = None, *, scope: str = DEFAULT_SCOPE
+    ) -> MemoryResult:
+        record = self.bank.get(memory_id)
+        if record is None:
+            return MemoryResult("update", False, message=unknown_id_message(memory_id, self.bank.ids()))
+        record.execution = content
+        record.metadata = {**record.metadata, **(metadata or {})}
+        return MemoryResult("update", True, [self._entry(record)], message=f"updated {memory_id}")
+
+    def delete(self, memory_id: str, *, scope: str = DEFAULT_SCOPE) -> MemoryResult:
+        record = self.bank.get(memory_id)
+        if record is None:
+            return MemoryResult("delete", False, message=unknown_id_message(memory_id, self.bank.ids()))
+        entry = self._entry(record)  # before the delete drops the record's vector
+        self.removed.append(self.bank.delete(memory_id))
+        return MemoryResult("delete", True, [entry], message=f"deleted {memory_id}")
+
+    def retrieve(
+        self,
+        query: str,
+        top_k: int = 3,
+        metadata_filter: dict[str, Any] | None = None,
+        *,
+        scope: str = DEFAULT_SCOPE,
+    ) -> MemoryResult:
+        """The records whose query is most similar to ``query``; an agent's search, so no usage is noted."""
+        if not len(self.bank):
+            return MemoryResult("retrieve", True, message="long-term memory is empty")
+        found = self.bank.similar(self.bank.embed([query])[0], len(self.bank) if metadata_filter else top_k)
+        if metadata_filter:
+            found = [r for r in found if _matches(r.record.metadata, metadata_filter)][:top_k]
+        entries = [self._entry(r.record) for r in found]
+        return MemoryResult(
+            "retrieve", True, entries, [r.similarity for r in found], message=count_message(len(entries), "retrieved")
+        )
+
+    def get(self, memory_id: str, *, scope: str = DEFAULT_SCOPE) -> MemoryEntry | None:
+        record = self.bank.get(memory_id)
+        return None if record is None else self._entry(record)
+
+    def ids(self, *, scope: str = DEFAULT_SCOPE) -> list[str]:
+        return self.bank.ids()
+
+    def __len__(self) -> int:
+        return len(self.bank)
+
+    def _entry(self, record: Record) -> MemoryEntry:
+        return MemoryEntry(record.id, record.execution, self.bank.vector(record.id), dict(record.metadata))
+
+    def _own_record(self, content: str, metadata: dict[str, Any]) -> Record:
+        record_id = self.bank.unique_id(len(self.written), 0, "", "policy")
+        return self.bank.add(Record(record_id, content, content, "", INITIAL_STEP, "policy", metadata=metadata))
+
+
+def _matches(metadata: dict[str, Any], metadata_filter: dict[str, Any]) -> bool:
+    """Every filter key equal (a list in the filter: any of its values; a list in the metadata: contains it)."""
+    for key, wanted in metadata_filter.items():
+        have = metadata.get(key)
+        options = wanted if isinstance(wanted, list) else [wanted]
+        values = have if isinstance(have, list) else [have]
+        if not any(option in values for option in options):
+            return False
+    return True

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from eval.stream.agent import BankTools, ChatModel
+    from agemem.core.tools import ToolCall
+    from agemem.rollouts.engines.chat import ChatModel
 
 
 @dataclass
@@ -92,7 +93,7 @@ class StreamTask(Protocol):
         item: StreamItem,
         demos: Sequence[Demonstration],
         model: ChatModel,
-        tools: BankTools | None,
+        tools: MemoryTools | None,
         seed: int | None,
     ) -> Attempt:
         """Let ``model`` solve ``item`` with ``demos`` in context; with ``tools`` it may call Add_memory /
@@ -108,11 +109,22 @@ class StreamTask(Protocol):
         ...
 
 
+class MemoryTools(Protocol):
+    """The memory tools a task's play loop may call (``agent.BankTools`` on the stream's bank)."""
+
+    offered: tuple[str, ...]
+    """tool names shown to the model."""
+
+    def run(self, call: ToolCall) -> dict[str, Any]:
+        """Execute one parsed call; the result has the memory environment's shape (``ok``, ``message``, ...)."""
+        ...
+
+
 class Solver(Protocol):
     name: str
 
     def solve(
-        self, item: StreamItem, demos: Sequence[Demonstration], tools: BankTools | None, seed: int | None
+        self, item: StreamItem, demos: Sequence[Demonstration], tools: MemoryTools | None, seed: int | None
     ) -> Attempt: ...
 
 
@@ -125,6 +137,6 @@ class ModelSolver:
     name: str = "model"
 
     def solve(
-        self, item: StreamItem, demos: Sequence[Demonstration], tools: BankTools | None, seed: int | None
+        self, item: StreamItem, demos: Sequence[Demonstration], tools: MemoryTools | None, seed: int | None
     ) -> Attempt:
         return self.task.play(item, demos, self.model, tools, seed)

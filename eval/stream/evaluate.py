@@ -4,11 +4,11 @@ One run writes into its directory:
 
 * ``steps.jsonl``: one line per task (the initial bank is step −1): retrieved ids and similarities, execution,
   scores, additions, deletions and why, bank size, transcript; the run resumes from it;
-* ``results.json``: the measures of :func:`eval.stream.analysis.summarize`, the strategy, the model, the config;
+* ``results.json``: the measures of :func:`agemem.eval.stream.analysis.summarize`, the strategy, the model, the config;
 * ``results.md``: the one-row table; ``stream.png``: cumulative success, input vs output similarity, bank size;
 * ``run.json``: what the run is (task, data, model, strategy, sampling, judge), checked on resume.
 
-A sweep (:mod:`eval.stream.sweep`) runs each strategy into ``<out>/<strategy>/`` and writes
+A sweep (:mod:`agemem.eval.stream.sweep`) runs each strategy into ``<out>/<strategy>/`` and writes
 ``comparison.{json,md,png}``: accuracy with its Wilson interval, bank size, similarities, Precision@k and the sign
 test of each strategy against the reference one.
 """
@@ -22,26 +22,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agemem.config import AgeMemConfig
-from agemem.configlib import ConfigError, to_dict
-from agemem.encoders import build_encoder
-from eval.report import Column, console_table, markdown_table, write_json, write_text
-from eval.stream.addition import CoarseJudge, coarse_judge_for, evaluator_name, uses_coarse
-from eval.stream.analysis import summarize
-from eval.stream.base import ModelSolver, Solver, StreamItem, StreamTask
-from eval.stream.plots import stream_plot
-from eval.stream.retention import HAND_WEIGHTS, cem_search
-from eval.stream.runner import run_stream
-from eval.stream.tasks import build_task
-from rollouts.build import sampling_params
+from agemem.core.config import AgeMemConfig
+from agemem.core.configlib import ConfigError, to_dict
+from agemem.core.encoders import build_encoder
+from agemem.eval.report import Column, console_table, markdown_table, write_json, write_text
+from agemem.eval.stream.addition import CoarseJudge, coarse_judge_for, evaluator_name, uses_coarse
+from agemem.eval.stream.analysis import summarize
+from agemem.eval.stream.base import ModelSolver, Solver, StreamItem, StreamTask
+from agemem.eval.stream.plots import stream_plot
+from agemem.eval.stream.retention import HAND_WEIGHTS, cem_search
+from agemem.eval.stream.runner import run_stream
+from agemem.eval.stream.tasks import build_task
+from agemem.rollouts.build import sampling_params
 
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from agemem.encoders import Encoder
-    from eval.models import Backend
-    from eval.stream.agent import BankTools
-    from eval.stream.base import Attempt, Demonstration
+    from agemem.core.encoders import Encoder
+    from agemem.eval.models import Backend
+    from agemem.eval.stream.base import Attempt, Demonstration, MemoryTools
 
 
 def strategy_label(config: AgeMemConfig) -> str:
@@ -165,7 +164,7 @@ class Shared:
         ``eval.models`` (default: the configured policy or endpoint) playing through ``task``."""
         if self.solver is not None:
             return self.solver, getattr(self.solver, "name", "solver"), None
-        from eval.models import LazyBackend, default_model, resolve_model
+        from agemem.eval.models import LazyBackend, default_model, resolve_model
 
         models = list(config.eval.models) or [default_model(config)]
         if len(models) > 1:
@@ -192,10 +191,10 @@ class LazyModelSolver:
     _solver: ModelSolver | None = None
 
     def solve(
-        self, item: StreamItem, demos: Sequence[Demonstration], tools: BankTools | None, seed: int | None
+        self, item: StreamItem, demos: Sequence[Demonstration], tools: MemoryTools | None, seed: int | None
     ) -> Attempt:
         if self._solver is None:
-            from eval.stream.agent import EngineChat
+            from agemem.eval.stream.agent import EngineChat
 
             backend = self.backend.get()
             chat = EngineChat(backend.engine, backend.tokenizer, sampling_params(self.config.sampling))

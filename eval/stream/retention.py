@@ -41,8 +41,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from agemem.config import RETENTION_FEATURES, StreamConfig
-from eval.stream.bank import MemoryBank, Record
+from agemem.core.config import RETENTION_FEATURES, StreamConfig
+from agemem.eval.stream.bank import MemoryBank, Record
 
 HAND_WEIGHTS: dict[str, float] = {
     "success": 1.0,
@@ -268,7 +268,7 @@ def load_weights(path: str) -> dict[str, float]:
     import json
     from pathlib import Path
 
-    from agemem.configlib import ConfigError
+    from agemem.core.configlib import ConfigError
 
     file = Path(path)
     try:

@@ -16,9 +16,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from agemem.configlib import ConfigError
-from eval.stream.bank import MemoryBank, Record, Retrieved
-from eval.stream.base import StreamItem, ground_truth_of
+from agemem.core.configlib import ConfigError
+from agemem.eval.stream.bank import MemoryBank, Record, Retrieved
+from agemem.eval.stream.base import StreamItem, ground_truth_of
 
 
 class Retrieval(Protocol):

@@ -30,22 +30,22 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from agemem.config import AgeMemConfig
-from agemem.configlib import ConfigError, to_dict
-from eval.report import check_identity, drop_torn_tail
-from eval.stream.addition import Outcome, build_addition, evaluator_name, uses_coarse, utility
-from eval.stream.agent import BankTools
-from eval.stream.bank import INITIAL_STEP, MemoryBank, Record, Retrieved
-from eval.stream.base import Demonstration, Solver, StreamItem, StreamTask, ground_truth_of
-from eval.stream.deletion import build_deletion
-from eval.stream.order import apply_order, build_ordering
-from eval.stream.retention import build_retention, evict
-from eval.stream.retrieval import NoRetrieval, RecentRetrieval, ReplayRetrieval, Retrieval, SimilarRetrieval
-from rollouts.engines.base import derive_seed
+from agemem.core.config import AgeMemConfig
+from agemem.core.configlib import ConfigError, to_dict
+from agemem.eval.report import check_identity, drop_torn_tail
+from agemem.eval.stream.addition import Outcome, build_addition, evaluator_name, uses_coarse, utility
+from agemem.eval.stream.agent import BankTools
+from agemem.eval.stream.bank import INITIAL_STEP, MemoryBank, Record, Retrieved
+from agemem.eval.stream.base import Demonstration, Solver, StreamItem, StreamTask, ground_truth_of
+from agemem.eval.stream.deletion import build_deletion
+from agemem.eval.stream.order import apply_order, build_ordering
+from agemem.eval.stream.retention import build_retention, evict
+from agemem.eval.stream.retrieval import NoRetrieval, RecentRetrieval, ReplayRetrieval, Retrieval, SimilarRetrieval
+from agemem.rollouts.engines.base import derive_seed
 
 if TYPE_CHECKING:
-    from agemem.encoders import Encoder
-    from eval.stream.addition import CoarseJudge
+    from agemem.core.encoders import Encoder
+    from agemem.eval.stream.addition import CoarseJudge
 
 BENCHMARK = "stream"
 STEPS_FILE = "steps.jsonl"

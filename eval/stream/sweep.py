@@ -25,17 +25,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agemem.config import AgeMemConfig
-from agemem.configlib import ConfigError, from_dict, parse_override, read_yaml, set_dotted, to_dict
-from eval.report import slug
-from eval.stream.analysis import paired_comparison
-from eval.stream.evaluate import Shared, run_one, write_outputs
+from agemem.core.config import AgeMemConfig
+from agemem.core.configlib import ConfigError, from_dict, parse_override, read_yaml, set_dotted, to_dict
+from agemem.eval.report import slug
+from agemem.eval.stream.analysis import paired_comparison
+from agemem.eval.stream.evaluate import Shared, run_one, write_outputs
 
 if TYPE_CHECKING:
-    from agemem.encoders import Encoder
-    from eval.models import Backend
-    from eval.stream.addition import CoarseJudge
-    from eval.stream.base import Solver
+    from agemem.core.encoders import Encoder
+    from agemem.eval.models import Backend
+    from agemem.eval.stream.addition import CoarseJudge
+    from agemem.eval.stream.base import Solver
 
 _KEYS = ("base", "strategies", "grid", "reference")
 

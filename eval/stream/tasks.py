@@ -10,8 +10,8 @@ QA streams (HotpotQA and synthetic):
 * task key: the normalised question (synthetic: the question family).
 
 ALFWorld (query: the task sentence; execution: the action trajectory; strict: won) is
-:mod:`eval.stream.alfworld_task`, on the games and text engine of :mod:`eval.alfworld_games` (the ``alfworld``
-extra).
+:mod:`agemem.eval.stream.alfworld_task`, on the games and text engine of :mod:`agemem.eval.alfworld_games`
+(the ``alfworld`` extra).
 """
 
 from __future__ import annotations
@@ -22,17 +22,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from agemem.config import AgeMemConfig
-from agemem.configlib import ConfigError
-from agemem.prompts import system_prompt, template_tools
-from agemem.text import normalize_answer
-from eval.stream.agent import Dialogue, memory_turn_message, task_message
-from eval.stream.base import Attempt, Demonstration, StreamItem, StreamTask
-from rewards.judges import exact_match, f1_score
+from agemem.core.config import AgeMemConfig
+from agemem.core.configlib import ConfigError
+from agemem.core.prompts import system_prompt, template_tools
+from agemem.core.text import normalize_answer
+from agemem.eval.stream.agent import Dialogue, memory_turn_message, task_message
+from agemem.eval.stream.base import Attempt, Demonstration, StreamItem, StreamTask
+from agemem.rewards.judges import exact_match, f1_score
 
 if TYPE_CHECKING:
-    from eval.stream.agent import BankTools, ChatModel
-    from rollouts.tasks import Task
+    from agemem.eval.stream.base import MemoryTools
+    from agemem.rollouts.engines.chat import ChatModel
+    from agemem.rollouts.tasks import Task
 
 _ANSWER_LINE = re.compile(r"(?im)^\s*answer\s*:\s*(.*)$")
 SYNTHETIC_PARAPHRASES = (
@@ -79,7 +80,7 @@ class QAStreamTask:
         item: StreamItem,
         demos: Sequence[Demonstration],
         model: ChatModel,
-        tools: BankTools | None,
+        tools: MemoryTools | None,
         seed: int | None,
     ) -> Attempt:
         offered = tools.offered if tools is not None else ()
@@ -151,9 +152,9 @@ def hotpotqa_item(task: Task, show_context: bool) -> StreamItem:
 
 def hotpotqa_stream(config: AgeMemConfig) -> QAStreamTask:
     """HotpotQA questions of ``data.source`` (``data.limit`` applies first)."""
-    from rollouts.build import load_tasks
+    from agemem.tasks import load_tasks
 
-    tasks = load_tasks(config.data)
+    tasks = load_tasks(config)
     if not tasks:
         raise ConfigError(f"data.source={config.data.source!r} gave no questions")
     items = [hotpotqa_item(t, config.stream.show_context) for t in tasks]
@@ -168,11 +169,11 @@ def synthetic_items(total: int, families: int, seed: int, show_context: bool) ->
     :data:`SYNTHETIC_PARAPHRASES` (drawn from a stream seeded by ``seed`` and i), so each question recurs in a
     few wordings.
 
-    Each family is a task of :func:`rollouts.synthetic.generate_synthetic_tasks` (seed ``seed``); the first
+    Each family is a task of :func:`agemem.rollouts.synthetic.generate_synthetic_tasks` (seed ``seed``); the first
     eight families ask eight different attributes (city, job, pet, ...), so their questions differ in wording and
     not only in the person's name. The prompt carries the task's facts when ``show_context``.
     """
-    from rollouts.synthetic import BY_NAME, generate_synthetic_tasks
+    from agemem.rollouts.synthetic import BY_NAME, generate_synthetic_tasks
 
     pool = generate_synthetic_tasks(max(4 * families, 32), seed=seed)
     by_attribute: dict[str, list[Task]] = {}
@@ -249,6 +250,6 @@ def build_task(config: AgeMemConfig) -> StreamTask:
         return hotpotqa_stream(config)
     if config.stream.task == "synthetic":
         return synthetic_stream(config)
-    from eval.stream.alfworld_task import alfworld_stream
+    from agemem.eval.stream.alfworld_task import alfworld_stream
 
     return alfworld_stream(config)

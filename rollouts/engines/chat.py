@@ -1,9 +1,9 @@
-"""Chat messages in, one reply out, through any :class:`~rollouts.engines.base.Engine`.
+"""Chat messages in, one reply out, through any :class:`~agemem.rollouts.engines.base.Engine`.
 
 :class:`EngineChat` renders the messages with the policy's chat template (so a local model sees prompts
 exactly as in training), generates one completion with the call's own seed, and decodes it; an endpoint's
 chat API returns its own text. Used where replies come one at a time: the streaming benchmarks and
-:class:`agemem.agent.MemoryAgent`.
+:class:`agemem.entrypoints.agent.MemoryAgent`.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from agemem.chat import encode_chat, end_of_turn_ids
-from rollouts.engines.base import Engine, SamplingParams
+from agemem.core.chat import encode_chat, end_of_turn_ids
+from agemem.rollouts.engines.base import Engine, SamplingParams
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase

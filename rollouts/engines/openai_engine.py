@@ -12,7 +12,7 @@ training rollouts use a token engine. Two APIs:
   its own template); the reply text is re-tokenised, ``logprobs = None``. Hosted APIs only offer this.
 
 End-of-turn token. A token engine keeps the end-of-turn id in ``token_ids`` (see
-:class:`~rollouts.engines.base.Completion`). vLLM keeps a matched stop token in its token ids but
+:class:`~agemem.rollouts.engines.base.Completion`). vLLM keeps a matched stop token in its token ids but
 never in the text, so whenever a completion finished with ``"stop"`` and its ids do not already end
 in a stop token (re-tokenised text, chat replies, servers that drop it), the engine appends one: the
 server's ``stop_reason`` / ``matched_stop`` id when it reports one, else the tokenizer's EOS id if it
@@ -25,11 +25,13 @@ Failure policy. A request the server rejects (a 4xx other than 429: prompt too l
 becomes ``Completion(finish_reason="error", error=...)`` so one bad prompt does not stop an
 evaluation. A server that stays unreachable or keeps failing after the retries (connection errors,
 5xx, 429, malformed answers), or that answers 401/403/404 (a wrong key, base_url or model name,
-which every other request would hit too), raises :class:`~rollouts.engines.base.EngineError` naming
+which every other request would hit too), raises :class:`~agemem.rollouts.engines.base.EngineError` naming
 the URL and what to check.
 
-Requests run on a thread pool of ``concurrency`` workers, one HTTP request per prompt; results come
-back in input order. Progress reporting is the caller's job.
+Requests go through the ``openai`` SDK (retries, backoff and timeouts: :mod:`agemem.core.httpclient`); the
+vLLM-only fields travel in ``extra_body`` and come back among the answer's extra fields. They run on a
+thread pool of ``concurrency`` workers, one HTTP request per prompt; results come back in input order.
+Progress reporting is the caller's job.
 """
 
 from __future__ import annotations
@@ -40,8 +42,8 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Literal
 
-from agemem.httpclient import HTTPRequestError, post_json
-from rollouts.engines.base import CallCounter, Completion, EngineError, FinishReason, SamplingParams, derive_seed
+from agemem.core.httpclient import HTTPRequestError, openai_client, request
+from agemem.rollouts.engines.base import CallCounter, Completion, EngineError, FinishReason, SamplingParams, derive_seed
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -58,7 +60,7 @@ _STOP_FINISHES = frozenset({"stop", "eos", "end_turn", "stop_sequence", "tool_ca
 
 
 class OpenAIEngine:
-    """The :class:`~rollouts.engines.base.Engine` protocol over an OpenAI-compatible HTTP server.
+    """The :class:`~agemem.rollouts.engines.base.Engine` protocol over an OpenAI-compatible HTTP server.
 
     ``base_url`` is the API root, usually ending in ``/v1`` (``http://localhost:8000/v1`` for
     ``vllm serve``). ``tokenizer`` is the policy's tokenizer: required for ``api="chat"`` and used by
@@ -102,6 +104,9 @@ class OpenAIEngine:
         self.backoff_s = backoff_s
         self.concurrency = concurrency
         self.extra_body = dict(extra_body or {})
+        self.client = openai_client(
+            self.base_url, self.api_key, timeout_s=timeout_s, retries=retries, backoff_s=backoff_s
+        )
         self.calls = 0
         self._call_counter = CallCounter()  # request seeds: (base seed, n-th call under it, index)
 
@@ -160,15 +165,7 @@ class OpenAIEngine:
     ) -> Completion:
         body = self._request_body(call_index, index, prompt, chat, sampling)
         try:
-            choice = post_json(
-                self.url,
-                body,
-                api_key=self.api_key,
-                timeout_s=self.timeout_s,
-                retries=self.retries,
-                backoff_s=self.backoff_s,
-                parse=_first_choice,
-            )
+            choice = request(self.client, self.url, lambda client: self._send(client, body), _first_choice)
         except HTTPRequestError as err:
             if err.transient or err.status in _CONFIG_ERROR_STATUSES:
                 raise EngineError(self._failure_message(err)) from err
@@ -191,26 +188,33 @@ class OpenAIEngine:
         chat: list[dict[str, Any]] | None,
         sampling: SamplingParams,
     ) -> dict[str, Any]:
+        """The SDK's keyword arguments; what the OpenAI API lacks goes in ``extra_body``."""
         body: dict[str, Any] = {"model": self.model}
+        extra: dict[str, Any] = {}
         if self.api == "chat":
             body["messages"] = chat
         else:
             body["prompt"] = [int(token) for token in prompt]
             body["logprobs"] = 1
-            body["return_tokens_as_token_ids"] = True  # vLLM: tokens come back as "token_id:N", exact
+            extra["return_tokens_as_token_ids"] = True  # vLLM: tokens come back as "token_id:N", exact
         body["max_tokens"] = sampling.max_tokens
         body["temperature"] = sampling.temperature
         body["top_p"] = sampling.top_p
         if sampling.top_k > 0:  # vLLM/SGLang extension; only sent when asked for, hosted APIs reject it
-            body["top_k"] = sampling.top_k
+            extra["top_k"] = sampling.top_k
         if sampling.seed is not None:
             body["seed"] = derive_seed(sampling.seed, call_index, index)
         # Chat endpoints apply the server's own template and stop at its end-of-turn; token ids of our
         # tokenizer mean nothing to a hosted model, so stop ids go to the completions API only.
         if self.api == "completions" and sampling.stop_token_ids:
-            body["stop_token_ids"] = [int(token) for token in sampling.stop_token_ids]
-        body.update(self.extra_body)
+            extra["stop_token_ids"] = [int(token) for token in sampling.stop_token_ids]
+        body["extra_body"] = {**extra, **self.extra_body}  # sent last: it overrides the fields above
         return body
+
+    def _send(self, client: Any, body: dict[str, Any]) -> Any:
+        """One SDK call (``client``: the request's copy of :attr:`client`, with its retry budget)."""
+        resource = client.completions if self.api == "completions" else client.chat.completions
+        return resource.with_raw_response.create(**body)
 
     def _from_choice(self, choice: dict[str, Any], sampling: SamplingParams) -> Completion:
         finish, finish_error = _finish_reason(choice.get("finish_reason"))
@@ -293,8 +297,9 @@ class OpenAIEngine:
 
 
 def _first_choice(answer: Any) -> dict[str, Any]:
-    """``choices[0]`` of an answer; any other shape raises and post_json retries it."""
-    choice = answer["choices"][0]
+    """``choices[0]`` of an answer as a dict, the server's extra fields included (``stop_reason``,
+    ``token_ids``); any other shape raises and :func:`~agemem.core.httpclient.request` retries it."""
+    choice = answer.to_dict()["choices"][0]
     if not isinstance(choice, dict):
         raise TypeError(f"choices[0] is a {type(choice).__name__}, not an object")
     return choice

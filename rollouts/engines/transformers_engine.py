@@ -14,7 +14,7 @@ trainer recomputes; top-p/top-k truncation is not folded in (with top_p=1 and to
 two coincide exactly). Greedy decoding records ``log softmax(logits)``.
 
 Prompts that extend an earlier row (the agent's last prompt, its reply, a tool response) reuse that
-row's KV instead of recomputing it (:mod:`rollouts.engines.prefix_cache`): a micro-batch computes only
+row's KV instead of recomputing it (:mod:`agemem.rollouts.engines.prefix_cache`): a micro-batch computes only
 the columns some row has not cached. Rows are batched by how many tokens they still need to compute.
 
 Nothing is read from the checkpoint's ``generation_config.json`` (Qwen ships top_k=20,
@@ -26,9 +26,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from agemem.config import EngineConfig
-from rollouts.engines.base import CallCounter, Completion, SamplingParams, derive_seed
-from rollouts.engines.prefix_cache import CachedPrefix, PrefixCache
+from agemem.core.config import EngineConfig
+from agemem.rollouts.engines.base import CallCounter, Completion, SamplingParams, derive_seed
+from agemem.rollouts.engines.prefix_cache import CachedPrefix, PrefixCache
 
 if TYPE_CHECKING:
     import torch
@@ -73,7 +73,7 @@ def left_pad(prompts: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tenso
 
 
 class TransformersEngine:
-    """Implements :class:`~rollouts.engines.base.Engine` with ``transformers.generate``.
+    """Implements :class:`~agemem.rollouts.engines.base.Engine` with ``transformers.generate``.
 
     Prompts are sorted by length and cut into micro-batches of ``batch_size`` (less padding),
     then returned in input order. The n-th call with a given ``sampling.seed`` samples under

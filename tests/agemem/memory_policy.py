@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from rollouts.engines.chat import ChatReply
+from agemem.rollouts.engines.chat import ChatReply
 
 
 def scripted_reply(messages: list[dict[str, Any]]) -> str:
@@ -32,7 +32,7 @@ def scripted_reply(messages: list[dict[str, Any]]) -> str:
 
 
 class ScriptedMemoryPolicy:
-    """:class:`~rollouts.engines.chat.ChatModel` over :func:`scripted_reply`; records what it saw."""
+    """:class:`~agemem.rollouts.engines.chat.ChatModel` over :func:`scripted_reply`; records what it saw."""
 
     def __init__(self, error: str | None = None):
         self.calls: list[list[dict[str, Any]]] = []

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from agemem.config import PolicyConfig
-from rollouts.expert import parse_chatml
-from rollouts.policy import load_policy
+from agemem.core.config import PolicyConfig
+from agemem.entrypoints.export import ExportSettings, export_policy
+from agemem.recipes.learn.expert import parse_chatml
+from agemem.rollouts.policy import load_policy
 from tests.agemem.memory_policy import scripted_reply
 from tests.fake_endpoint import FakeChatEndpoint
-from train.export import ExportSettings, export_policy
 
 pexpect = pytest.importorskip("pexpect")
 REPO = Path(__file__).resolve().parents[2]
@@ -55,7 +55,7 @@ def _completions_server(tokenizer) -> FakeChatEndpoint:
 def _spawn(*args: str):
     env = {**os.environ, "NO_COLOR": "1", "TERM": "dumb", "COLUMNS": "200", "HF_HUB_OFFLINE": "1"}
     return pexpect.spawn(
-        sys.executable, ["-m", "agemem.cli", "chat", *args], cwd=str(REPO), env=env, encoding="utf-8", timeout=180
+        sys.executable, ["-m", "agemem", "chat", *args], cwd=str(REPO), env=env, encoding="utf-8", timeout=180
     )
 
 
@@ -122,8 +122,8 @@ def test_the_local_exported_model_chats_and_a_busy_memory_file_is_refused(export
 def test_the_terminal_shows_recalled_memories_tool_calls_and_format_problems():
     from rich.console import Console
 
-    from agemem.agent import AgentStep, ToolEvent
-    from agemem.terminal import print_step
+    from agemem.entrypoints.agent import AgentStep, ToolEvent
+    from agemem.entrypoints.terminal import print_step
 
     console = Console(record=True, width=200, color_system=None)
     recalled = {"message": "1 memory shown before the reply", "memories": [{"content": "locker 317"}]}

@@ -6,7 +6,7 @@ import sys
 import pytest
 import yaml
 
-from agemem.cli import main
+from agemem.entrypoints.cli import main
 
 
 def test_help_lists_the_subcommands(capsys):
@@ -74,7 +74,8 @@ def test_console_script_is_installed():
 def test_importing_the_packages_loads_no_heavy_libraries():
     """No import-time side effects: torch / transformers / sentence-transformers load on first use."""
     code = (
-        "import sys, agemem, agemem.env, agemem.cli, agemem.demo, rollouts, rewards, train, eval; "
+        "import sys, agemem, agemem.core.env, agemem.entrypoints.cli, agemem.entrypoints.demo, "
+        "agemem.rollouts, agemem.rewards, agemem.train, agemem.eval; "
         "heavy = [m for m in ('torch', 'transformers', 'sentence_transformers') if m in sys.modules]; "
         "print(heavy)"
     )

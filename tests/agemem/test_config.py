@@ -4,8 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from agemem.config import AgeMemConfig, EnvConfig
-from agemem.configlib import ConfigError, from_dict, load_config, parse_override
+from agemem.core.config import AgeMemConfig, EnvConfig
+from agemem.core.configlib import ConfigError, from_dict, load_config, parse_override
+from agemem.entrypoints.roots import load_command_config
 
 CONFIGS = sorted((Path(__file__).parents[2] / "configs").glob("*.yaml"))
 
@@ -82,7 +83,7 @@ def test_non_string_yaml_value_for_a_string_field_says_to_quote_it(tmp_path):
 )
 def test_bad_values_name_the_key_and_the_fix(overrides, message):
     with pytest.raises(ConfigError) as info:
-        load_config(AgeMemConfig, None, overrides)
+        load_command_config(None, overrides)  # learn.* keys load with the recipe's root
     assert message in str(info.value)
     assert not str(info.value).startswith("learn.learn.")  # the section's prefix is added once, by the loader
 
@@ -100,7 +101,7 @@ def test_missing_and_malformed_files(tmp_path):
 
 @pytest.mark.parametrize("path", CONFIGS, ids=[p.name for p in CONFIGS])
 def test_shipped_configs_load(path):
-    assert isinstance(load_config(AgeMemConfig, path), AgeMemConfig)
+    assert isinstance(load_command_config(path, []), AgeMemConfig)  # each file with the root of its command
 
 
 def test_from_dict_builds_a_section_directly():

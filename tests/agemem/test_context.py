@@ -1,8 +1,8 @@
 import pytest
 
-from agemem.chat import ChatTemplateTokenCounter, encode_chat
-from agemem.context import SUMMARY_PREFIX, ShortTermContext
-from agemem.tools import tool_schemas
+from agemem.core.chat import ChatTemplateTokenCounter, encode_chat
+from agemem.core.context import SUMMARY_PREFIX, ShortTermContext
+from agemem.core.tools import tool_schemas
 from tests.conftest import RecordingSummarizer
 
 

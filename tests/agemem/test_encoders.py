@@ -1,9 +1,9 @@
 import numpy as np
 import pytest
 
-from agemem.config import EncoderConfig
-from agemem.configlib import ConfigError
-from agemem.encoders import CachedEncoder, Encoder, build_encoder, l2_normalise
+from agemem.core.config import EncoderConfig
+from agemem.core.configlib import ConfigError
+from agemem.core.encoders import CachedEncoder, Encoder, build_encoder, l2_normalise
 from tests.conftest import WordSetEncoder
 
 

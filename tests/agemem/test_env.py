@@ -4,8 +4,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agemem.config import ContextConfig, EnvConfig
-from agemem.summarizers import LLMSummarizer, SummarizerError
+from agemem.core.config import ContextConfig, EnvConfig
+from agemem.core.summarizers import LLMSummarizer, SummarizerError
 from tests.agemem.test_protocol import FRAGMENTS
 from tests.conftest import RecordingSummarizer
 
@@ -218,7 +218,7 @@ def test_native_tool_format_passes_schemas_to_the_template(make_env, qwen_tokeni
     native_env = make_env(EnvConfig(tool_format="native"))
     assert "Add_memory" in agemem_env.context.system_prompt and agemem_env.tools is None
     assert '"parameters"' not in native_env.context.system_prompt and len(native_env.tools) == 6
-    from agemem.chat import render_chat
+    from agemem.core.chat import render_chat
 
     rendered = render_chat(qwen_tokenizer, native_env.prompt_messages(), native_env.tools)
     assert "<tools>" in rendered and '"name": "Filter_context"' in rendered

@@ -5,7 +5,7 @@ import re
 import numpy as np
 import pytest
 
-from agemem.ltm import LongTermMemory, MemoryResult, SnapshotError, top_k_indices
+from agemem.core.ltm import LongTermMemory, MemoryResult, SnapshotError, top_k_indices
 from tests.conftest import WordSetEncoder
 
 

@@ -9,8 +9,8 @@ import sqlite3
 import numpy as np
 import pytest
 
-from agemem.ltm import LongTermMemory
-from agemem.memory_store import MemoryFileError, SQLiteLongTermMemory, open_memory
+from agemem.core.ltm import LongTermMemory
+from agemem.core.memory_store import MemoryFileError, SQLiteLongTermMemory, open_memory
 from tests.conftest import WordSetEncoder
 
 FACTS = [

@@ -1,4 +1,4 @@
-"""Tests for agemem.protocol: model text -> thought / tool calls / answer / violations.
+"""Tests for agemem.core.protocol: model text -> thought / tool calls / answer / violations.
 
 Property tests call ``parse_response_strict`` (no safety net) so that a crash in the parser
 shows up as a failure instead of being turned into an INVALID_JSON violation.
@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from agemem import protocol
-from agemem.protocol import (
+from agemem.core import protocol
+from agemem.core.protocol import (
     BAD_ARGUMENTS,
     INVALID_JSON,
     MULTIPLE_ANSWERS,
@@ -34,7 +34,7 @@ from agemem.protocol import (
     parse_response_strict,
     recover_truncated_json,
 )
-from agemem.tools import TOOL_NAMES, ToolCall, tool_schemas
+from agemem.core.tools import TOOL_NAMES, ToolCall, tool_schemas
 
 AVAILABLE = "Add_memory, Update_memory, Delete_memory, Retrieve_memory, Summary_context, Filter_context"
 UNKNOWN_FOO = f"unknown tool 'Foo'; available tools: {AVAILABLE}"

@@ -4,10 +4,10 @@ import pytest
 import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
-from agemem.config import SummarizerConfig
-from agemem.configlib import ConfigError
-from agemem.context import Message
-from agemem.summarizers import (
+from agemem.core.config import SummarizerConfig
+from agemem.core.configlib import ConfigError
+from agemem.core.context import Message
+from agemem.core.summarizers import (
     SUMMARY_INSTRUCTIONS,
     ExtractiveSummarizer,
     LLMSummarizer,

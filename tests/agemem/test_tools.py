@@ -3,8 +3,8 @@ import json
 import pytest
 from jsonschema import Draft202012Validator
 
-from agemem.prompts import system_prompt, template_tools
-from agemem.tools import TOOL_NAMES, make_call, schemas_json, tool_schemas
+from agemem.core.prompts import system_prompt, template_tools
+from agemem.core.tools import TOOL_NAMES, make_call, schemas_json, tool_schemas
 
 
 def test_six_tools_with_the_papers_names_and_valid_schemas():

@@ -10,8 +10,8 @@ import pytest
 import tomllib
 from packaging.version import Version
 
-from agemem.configlib import ConfigError
-from agemem.versions import TESTED_FLOORS, check_versions, installed_version, version_problems
+from agemem.core.configlib import ConfigError
+from agemem.core.versions import TESTED_FLOORS, check_versions, installed_version, version_problems
 
 PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
 
@@ -44,7 +44,8 @@ def test_a_package_that_is_not_installed_is_not_a_version_problem():
 
 
 def test_check_versions_raises_a_config_error_listing_the_fix(monkeypatch):
-    monkeypatch.setattr("agemem.versions.installed_version", lambda name: Version("0.1") if name == "trl" else None)
+    old = lambda name: Version("0.1") if name == "trl" else None  # noqa: E731
+    monkeypatch.setattr("agemem.core.versions.installed_version", old)
     with pytest.raises(ConfigError, match=r"trl 0.1 is older than the tested floor .*pip install 'trl>="):
         check_versions({"vllm"})
 

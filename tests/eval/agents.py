@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rollouts.engines.base import Completion, SamplingParams
+from agemem.rollouts.engines.base import Completion, SamplingParams
 
 Policy = Callable[[list[dict[str, Any]]], str]
 

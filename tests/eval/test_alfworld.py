@@ -6,7 +6,6 @@ random policy runs end to end through the CLI. Game-playing tests need the `alfw
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
@@ -14,12 +13,12 @@ from typing import Any
 
 import pytest
 
-from agemem.chat import load_tokenizer
-from agemem.config import AgeMemConfig
-from agemem.configlib import ConfigError, load_config
-from agemem.context import SUMMARY_PREFIX
-from eval.alfworld import evaluate_alfworld, game_system_prompt, normalize_command, snapshots
-from eval.alfworld_games import (
+from agemem.core.chat import load_tokenizer
+from agemem.core.config import AgeMemConfig
+from agemem.core.configlib import ConfigError, load_config
+from agemem.core.context import SUMMARY_PREFIX
+from agemem.eval.alfworld import evaluate_alfworld, game_system_prompt, normalize_command, snapshots
+from agemem.eval.alfworld_games import (
     TASK_TYPES,
     AlfworldMissingError,
     TextGame,
@@ -28,18 +27,11 @@ from eval.alfworld_games import (
     require_alfworld,
     split_dir,
 )
-from eval.models import Backend
+from agemem.eval.models import Backend
+from tests.alfworld_data import DATA, needs_alfworld
 from tests.conftest import WordSetEncoder
 from tests.eval.agents import MessagesEngine, answer, call
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "alfworld"
-os.environ.setdefault("ALFWORLD_DATA", str(DATA))  # importing alfworld creates $ALFWORLD_DATA (default: in ~/.cache)
-try:
-    require_alfworld()
-    MISSING = ""
-except AlfworldMissingError as err:
-    MISSING = str(err)
-needs_alfworld = pytest.mark.skipif(bool(MISSING), reason=MISSING)
 FAST = [
     f"alfworld.data_dir={DATA}",
     "env.summarizer.backend=extractive",
@@ -255,7 +247,7 @@ def test_resume_skips_finished_games_and_restores_the_memory(tmp_path, plans):
 
 @needs_alfworld
 def test_tiny_random_policy_end_to_end_through_the_cli(tmp_path, capsys):
-    from agemem.cli import main
+    from agemem.entrypoints.cli import main
 
     out = tmp_path / "eval"
     argv = ["eval", "alfworld", "--data-dir", str(DATA), "--split", "valid_seen", "--limit", "2", "--out", str(out)]

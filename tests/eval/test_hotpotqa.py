@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from agemem.chat import load_tokenizer
-from agemem.config import AgeMemConfig
-from agemem.configlib import ConfigError, load_config
-from agemem.tools import TOOL_NAMES
-from eval.hotpotqa import evaluate_hotpotqa
-from eval.models import Backend
-from rollouts.build import load_tasks
+from agemem.core.chat import load_tokenizer
+from agemem.core.config import AgeMemConfig
+from agemem.core.configlib import ConfigError, load_config
+from agemem.core.tools import TOOL_NAMES
+from agemem.eval.hotpotqa import evaluate_hotpotqa
+from agemem.eval.models import Backend
+from agemem.tasks import load_tasks
 from tests.conftest import WordSetEncoder
 from tests.eval.agents import HotpotAgent, MessagesEngine
 from tests.fake_endpoint import FakeChatEndpoint
@@ -34,7 +34,7 @@ def tokenizer():
 
 @pytest.fixture(scope="module")
 def sample():
-    return load_tasks(AgeMemConfig().data)
+    return load_tasks(AgeMemConfig())
 
 
 def _evaluate(config, out, tokenizer, policy):
@@ -210,8 +210,8 @@ TINY = [
 
 
 def test_tiny_random_policy_end_to_end_through_the_cli(tmp_path, capsys):
-    from agemem.cli import main
-    from rollouts.policy import load_policy
+    from agemem.entrypoints.cli import main
+    from agemem.rollouts.policy import load_policy
 
     # a second model in the layout agemem train writes: run/checkpoints/step_000001/policy
     model, tokenizer = load_policy(AgeMemConfig().policy)
@@ -239,8 +239,8 @@ def test_tiny_random_policy_end_to_end_through_the_cli(tmp_path, capsys):
 
 
 def test_a_resumed_run_samples_what_the_uninterrupted_run_sampled(tmp_path):
-    from rollouts.engines.transformers_engine import TransformersEngine
-    from rollouts.policy import load_policy
+    from agemem.rollouts.engines.transformers_engine import TransformersEngine
+    from agemem.rollouts.policy import load_policy
 
     model, tokenizer = load_policy(AgeMemConfig().policy)
     overrides = [*TINY, "rollout.stage1_max_steps=0", "eval.chunk_size=1", "eval.plot=false"]  # one step each

@@ -6,12 +6,12 @@ import json
 
 import pytest
 
-from agemem.env import EpisodeStats
-from eval.hotpotqa import aggregate, memory_quality, memory_quality_items
-from eval.metrics import mean, mean_tool_calls, percent, pooled_mean, stage_prompt_tokens, tool_calls
-from eval.report import Column, ExampleLog, markdown_table, slug, unique_labels
-from rewards.judges import RuleJudge
-from rollouts.records import Step, Trajectory
+from agemem.core.env import EpisodeStats
+from agemem.eval.hotpotqa import aggregate, memory_quality, memory_quality_items
+from agemem.eval.metrics import mean, mean_tool_calls, percent, pooled_mean, stage_prompt_tokens, tool_calls
+from agemem.eval.report import Column, ExampleLog, markdown_table, slug, unique_labels
+from agemem.rewards.judges import RuleJudge
+from agemem.rollouts.records import Step, Trajectory
 
 
 def _step(stage: int, tokens: int, *calls: str, kind: str = "action") -> Step:

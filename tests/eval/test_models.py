@@ -8,11 +8,11 @@ import json
 import pytest
 import torch
 
-from agemem.config import AgeMemConfig, LoRAConfig, PolicyConfig
-from agemem.configlib import ConfigError, load_config
-from eval.models import default_model, endpoint_tokenizer, load_model, resolve_model
-from rollouts.policy import load_policy
-from train.policy import add_lora
+from agemem.core.config import AgeMemConfig, LoRAConfig, PolicyConfig
+from agemem.core.configlib import ConfigError, load_config
+from agemem.eval.models import default_model, endpoint_tokenizer, load_model, resolve_model
+from agemem.rollouts.policy import load_policy
+from agemem.train.policy import add_lora
 
 IDS = torch.tensor([[9707, 11, 1879, 0, 151644, 77091]])
 

@@ -9,10 +9,9 @@ import pytest
 import torch
 from rich.console import Console
 
-from agemem.cli import main
-from agemem.config import AgeMemConfig
-from agemem.configlib import load_config
-from recipes.learn import report_table
+from agemem.core.configlib import load_config
+from agemem.entrypoints.cli import main
+from agemem.recipes.learn import LearnRunConfig, report_table
 
 FAST = [
     "learn.sft_tasks=24",
@@ -76,34 +75,35 @@ def test_grpo_changed_the_warm_start_weights(learned):
 
 
 def test_a_finished_seed_is_read_back_not_redone(learned, monkeypatch):
-    import recipes.learn
+    import agemem.recipes.learn.recipe
 
     def fail(*args, **kwargs):
         raise AssertionError("a finished stage ran again")
 
-    monkeypatch.setattr(recipes.learn, "_stage_warm_start", fail)
-    monkeypatch.setattr(recipes.learn, "_stage_grpo", fail)
-    config = load_config(AgeMemConfig, "configs/learn_cpu.yaml", [f"output_dir={learned}", *FAST])
-    report = recipes.learn.learn(config, progress=False)
+    monkeypatch.setattr(agemem.recipes.learn.recipe, "_stage_warm_start", fail)
+    monkeypatch.setattr(agemem.recipes.learn.recipe, "_stage_grpo", fail)
+    config = load_config(LearnRunConfig, "configs/learn_cpu.yaml", [f"output_dir={learned}", *FAST])
+    report = agemem.recipes.learn.recipe.learn(config, progress=False)
     assert report["per_seed"][0]["seed"] == 0
 
 
 def test_answer_only_flag_switches_the_training_reward(tmp_path, monkeypatch):
-    import recipes.learn
+    import agemem.recipes.learn
 
     seen = {}
-    monkeypatch.setattr(recipes.learn, "learn", lambda config, progress: seen.setdefault("config", config) and {})
-    monkeypatch.setattr(recipes.learn, "report_table", lambda report: "")
+    learn_module = agemem.recipes.learn
+    monkeypatch.setattr(learn_module, "learn", lambda config, progress: seen.setdefault("config", config) and {})
+    monkeypatch.setattr(agemem.recipes.learn, "report_table", lambda report: "")
     main(["learn", "--config", "configs/learn_cpu.yaml", "--answer-only", f"output_dir={tmp_path}"])
     assert seen["config"].reward.mode == "answer_only"
 
 
 def test_copy_warm_up_and_sft_each_run_with_their_own_attention_kernel(tmp_path, monkeypatch):
     """learn.copy_attention is the copy warm-up's kernel, learn.warm_start_attention the SFT's."""
-    import train.copy_task
-    import train.sft
-    from agemem.chat import load_tokenizer
-    from recipes.learn import _stage_warm_start
+    import agemem.recipes.learn.copy_task
+    import agemem.recipes.learn.sft
+    from agemem.core.chat import load_tokenizer
+    from agemem.recipes.learn.recipe import _stage_warm_start
 
     seen = {}
 
@@ -116,9 +116,9 @@ def test_copy_warm_up_and_sft_each_run_with_their_own_attention_kernel(tmp_path,
 
         return fake
 
-    monkeypatch.setattr(train.copy_task, "induction_warmup", record("copy"))
-    monkeypatch.setattr(train.sft, "supervised_warm_start", record("sft"))
+    monkeypatch.setattr(agemem.recipes.learn.copy_task, "induction_warmup", record("copy"))
+    monkeypatch.setattr(agemem.recipes.learn.sft, "supervised_warm_start", record("sft"))
     overrides = ["policy.tiny_hidden_size=32", "policy.tiny_layers=1", "learn.copy_attention=eager"]
-    config = load_config(AgeMemConfig, "configs/learn_cpu.yaml", [*overrides, "learn.warm_start_attention=sdpa"])
+    config = load_config(LearnRunConfig, "configs/learn_cpu.yaml", [*overrides, "learn.warm_start_attention=sdpa"])
     _stage_warm_start(config, 0, load_tokenizer(), [], [], tmp_path / "warm_start", progress=False)
     assert seen == {"copy": "eager", "sft": "sdpa"}

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from agemem.config import AgeMemConfig
-from agemem.configlib import load_config
-from rewards.composite import score_trajectories
-from rewards.judges import RuleJudge
-from rollouts.build import build_driver, build_resources, distractors_for
-from rollouts.synthetic import generate_synthetic_tasks
+from agemem.core.config import AgeMemConfig
+from agemem.core.configlib import load_config
+from agemem.rewards.composite import score_trajectories
+from agemem.rewards.judges import RuleJudge
+from agemem.rollouts.build import build_driver, build_resources, distractors_for
+from agemem.rollouts.synthetic import generate_synthetic_tasks
 from tests.conftest import WordSetEncoder
 from tests.rollouts.scripted import MemoryAgent, ScriptedEngine
 

@@ -7,11 +7,11 @@ from collections import Counter
 import pytest
 import torch
 
-from agemem.config import PolicyConfig
-from agemem.httpclient import ChatClient
-from agemem.text import normalize_answer
-from rewards.base import AnswerItem, Judge, MemoryItem, RelevanceItem
-from rewards.judges import (
+from agemem.core.config import PolicyConfig
+from agemem.core.httpclient import ChatClient
+from agemem.core.text import normalize_answer
+from agemem.rewards.base import AnswerItem, Judge, MemoryItem, RelevanceItem
+from agemem.rewards.judges import (
     ANSWER_RUBRIC,
     MEMORY_RUBRIC,
     RELEVANCE_RUBRIC,
@@ -23,7 +23,7 @@ from rewards.judges import (
     judge_messages,
     parse_score,
 )
-from rollouts.hotpotqa import load_hotpotqa
+from agemem.rollouts.hotpotqa import load_hotpotqa
 from tests.fake_endpoint import FakeChatEndpoint
 
 # ------------------------------------------------------------------ the official hotpot_evaluate_v1.py semantics
@@ -344,7 +344,7 @@ class ScriptedGenerate:
 
 @pytest.fixture(scope="module")
 def tiny_policy():
-    from rollouts.policy import load_policy
+    from agemem.rollouts.policy import load_policy
 
     return load_policy(PolicyConfig(device="cpu"))
 

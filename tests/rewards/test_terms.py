@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from agemem.config import RewardConfig
-from agemem.env import EpisodeStats, FilterRecord, MemoryOpRecord, RetrievalRecord, SummaryRecord
-from rewards import terms
-from rewards.composite import reward_breakdown, score_trajectories
-from rollouts.records import Step, Trajectory
-from rollouts.tasks import Paragraph, SupportingFact, Task
+from agemem.core.config import RewardConfig
+from agemem.core.env import EpisodeStats, FilterRecord, MemoryOpRecord, RetrievalRecord, SummaryRecord
+from agemem.rewards import terms
+from agemem.rewards.composite import reward_breakdown, score_trajectories
+from agemem.rollouts.records import Step, Trajectory
+from agemem.rollouts.tasks import Paragraph, SupportingFact, Task
 
 
 def test_task_reward():

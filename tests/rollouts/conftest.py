@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from agemem.config import PolicyConfig
-from rollouts.policy import load_policy
+from agemem.core.config import PolicyConfig
+from agemem.rollouts.policy import load_policy
 
 
 @pytest.fixture(scope="module")

@@ -9,9 +9,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agemem.summarizers import SUMMARY_INSTRUCTIONS
-from rollouts.engines.base import Completion, SamplingParams
-from rollouts.expert import parse_chatml
+from agemem.core.summarizers import SUMMARY_INSTRUCTIONS
+from agemem.recipes.learn.expert import parse_chatml
+from agemem.rollouts.engines.base import Completion, SamplingParams
 
 IM_END = 151645  # <|im_end|> in the Qwen2.5 tokenizer
 
@@ -109,10 +109,10 @@ class MemoryAgent:
 def play_expert(tokenizer, tasks, habits):
     """The synthetic expert plays each task once through the real driver and env (word-set encoder),
     with all of a task's people in one Stage-1 message, as `agemem learn` plays them."""
-    from agemem.chat import end_of_turn_ids
-    from agemem.config import AgeMemConfig
-    from rollouts.build import build_driver, build_resources
-    from rollouts.expert import ExpertEngine, SyntheticExpert
+    from agemem.core.chat import end_of_turn_ids
+    from agemem.core.config import AgeMemConfig
+    from agemem.recipes.learn.expert import ExpertEngine, SyntheticExpert
+    from agemem.rollouts.build import build_driver, build_resources
     from tests.conftest import WordSetEncoder
 
     config = AgeMemConfig()

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from agemem.config import DistractorConfig
-from agemem.configlib import ConfigError
-from rollouts.distractors import (
+from agemem.core.config import DistractorConfig
+from agemem.core.configlib import ConfigError
+from agemem.rollouts.distractors import (
     CorpusDistractors,
     LLMDistractors,
     StaticDistractors,
     TaskDistractors,
     build_distractor_generator,
 )
-from rollouts.hotpotqa import load_hotpotqa
-from rollouts.synthetic import generate_synthetic_tasks
+from agemem.rollouts.hotpotqa import load_hotpotqa
+from agemem.rollouts.synthetic import generate_synthetic_tasks
 from tests.conftest import WordSetEncoder
 
 

@@ -1,5 +1,5 @@
-"""Remote engines: the OpenAI-compatible HTTP engine against a fake server on loopback, the shared
-retrying POST helper, and the vLLM adapter against a stand-in for TRL's ``VLLMGeneration``."""
+"""Remote engines: the OpenAI-compatible HTTP engine against a fake server on loopback and the
+vLLM adapter against a stand-in for TRL's ``VLLMGeneration``."""
 
 from __future__ import annotations
 
@@ -12,11 +12,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from agemem.httpclient import HTTPRequestError, post_json
-from rollouts.engines import Engine, EngineError, EngineUnavailable, SamplingParams, vllm_engine
-from rollouts.engines.base import derive_seed
-from rollouts.engines.openai_engine import OpenAIEngine
-from rollouts.engines.vllm_engine import VLLMEngine
+from agemem.rollouts.engines import Engine, EngineError, EngineUnavailable, SamplingParams, vllm_engine
+from agemem.rollouts.engines.base import derive_seed
+from agemem.rollouts.engines.openai_engine import OpenAIEngine
+from agemem.rollouts.engines.vllm_engine import VLLMEngine
 
 
 class FakeServer:
@@ -34,7 +33,7 @@ class FakeServer:
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 with server.lock:
-                    server.requests.append((self.path, dict(self.headers), body))
+                    server.requests.append((self.path, self.headers, body))  # header names are case-insensitive
                     server.in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
                 try:
@@ -106,32 +105,6 @@ def completion_answer(ids, logprobs=None, finish="stop", text="text", stop_reaso
             }
         ],
     }
-
-
-# -- the shared POST helper ---------------------------------------------------------------------
-
-
-def test_post_json_retries_429_and_5xx_with_backoff_but_not_other_client_errors(serve):
-    statuses = [429, 502, 200]
-    server = serve(lambda path, body: (statuses.pop(0), {"ok": True}))
-    sleeps = []
-    answer = post_json(server.url + "/x", {"a": 1}, api_key="k", retries=3, backoff_s=0.5, sleep=sleeps.append)
-    assert answer == {"ok": True} and len(server.requests) == 3 and sleeps == [0.5, 1.0]
-    assert server.requests[0][1]["Authorization"] == "Bearer k" and server.bodies()[0] == {"a": 1}
-
-    rejecting = serve(lambda path, body: (422, {"error": "bad field"}))
-    with pytest.raises(HTTPRequestError, match="HTTP 422") as info:
-        post_json(rejecting.url + "/x", {}, retries=3, backoff_s=0, sleep=sleeps.append)
-    err = info.value
-    assert (err.attempts, err.status, err.transient, len(rejecting.requests)) == (1, 422, False, 1)
-    assert rejecting.url in str(err) and "bad field" in str(err)
-
-
-def test_post_json_retries_a_malformed_answer_and_gives_up_naming_the_cause(serve):
-    server = serve(lambda path, body: (200, {"no": "choices"}))
-    with pytest.raises(HTTPRequestError, match="unexpected response shape") as info:
-        post_json(server.url, {}, retries=2, backoff_s=0, parse=lambda answer: answer["choices"][0])
-    assert info.value.transient and info.value.attempts == 2 and len(server.requests) == 2
 
 
 # -- OpenAIEngine, completions API ---------------------------------------------------------------
@@ -217,6 +190,15 @@ def test_server_errors_are_retried_then_succeed(serve, qwen_tokenizer):
     engine = OpenAIEngine(server.url, "m", qwen_tokenizer, retries=3, backoff_s=0)
     [completion] = engine.generate([[1, 2]], SamplingParams(max_tokens=1))
     assert completion.token_ids == [5] and completion.finish_reason == "length" and len(server.requests) == 2
+
+
+def test_rate_limits_and_gateway_errors_are_retried_in_one_budget(serve, qwen_tokenizer):
+    statuses = [429, 502]  # a rate limit, then a proxy error: both transient, both retried (the SDK's retries)
+    answer = completion_answer([5], finish="length")
+    server = serve(lambda path, body: (statuses.pop(0), {"error": "busy"}) if statuses else (200, answer))
+    engine = OpenAIEngine(server.url, "m", qwen_tokenizer, retries=3, backoff_s=0)
+    [completion] = engine.generate([[1, 2]], SamplingParams(max_tokens=1))
+    assert completion.token_ids == [5] and len(server.requests) == 3
 
 
 def test_a_rejected_prompt_becomes_an_error_completion_and_the_rest_succeed(serve, qwen_tokenizer):

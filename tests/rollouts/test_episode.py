@@ -11,19 +11,19 @@ import json
 
 import pytest
 
-from agemem.chat import render_chat
-from agemem.config import AgeMemConfig
-from agemem.configlib import load_config
-from agemem.context import SUMMARY_PREFIX
-from agemem.env import MemoryEnv
-from agemem.text import contains_answer
-from rollouts.build import build_driver, build_resources, distractors_for
-from rollouts.distractors import CorpusDistractors, DistractorCache, TaskDistractors, prepare_distractors
-from rollouts.episode import Episode
-from rollouts.hotpotqa import load_hotpotqa
-from rollouts.messages import stage1_messages
-from rollouts.records import TrajectoryWriter, read_trajectories
-from rollouts.synthetic import generate_synthetic_tasks
+from agemem.core.chat import render_chat
+from agemem.core.config import AgeMemConfig
+from agemem.core.configlib import load_config
+from agemem.core.context import SUMMARY_PREFIX
+from agemem.core.env import MemoryEnv
+from agemem.core.text import contains_answer
+from agemem.rollouts.build import build_driver, build_resources, distractors_for
+from agemem.rollouts.distractors import CorpusDistractors, DistractorCache, TaskDistractors, prepare_distractors
+from agemem.rollouts.episode import Episode
+from agemem.rollouts.hotpotqa import load_hotpotqa
+from agemem.rollouts.messages import stage1_messages
+from agemem.rollouts.records import TrajectoryWriter, read_trajectories
+from agemem.rollouts.synthetic import generate_synthetic_tasks
 from tests.conftest import WordSetEncoder
 from tests.rollouts.scripted import MemoryAgent, ScriptedEngine, parse_chatml
 

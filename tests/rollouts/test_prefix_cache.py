@@ -9,12 +9,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from agemem.config import AgeMemConfig, EngineConfig
-from agemem.configlib import ConfigError
-from rollouts.build import build_engine
-from rollouts.engines.base import SamplingParams
-from rollouts.engines.prefix_cache import BLOCK, CachedPrefix, PrefixCache
-from rollouts.engines.transformers_engine import TransformersEngine
+from agemem.core.config import AgeMemConfig, EngineConfig
+from agemem.core.configlib import ConfigError
+from agemem.rollouts.build import build_engine
+from agemem.rollouts.engines.base import SamplingParams
+from agemem.rollouts.engines.prefix_cache import BLOCK, CachedPrefix, PrefixCache
+from agemem.rollouts.engines.transformers_engine import TransformersEngine
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=6)
 
@@ -136,7 +136,7 @@ def test_sync_weights_empties_the_cache(policy):
 def test_sliding_window_models_do_not_cache():
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    from agemem.chat import load_tokenizer
+    from agemem.core.chat import load_tokenizer
 
     config = Qwen2Config(
         vocab_size=151_936, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,

@@ -8,12 +8,13 @@ import math
 
 import pytest
 
-from agemem.cli import main
-from agemem.config import AgeMemConfig
-from agemem.configlib import load_config
-from rollouts.build import build_driver, build_engine, build_resources, distractors_for, load_tasks
-from rollouts.policy import load_policy
-from rollouts.records import read_trajectories
+from agemem.core.config import AgeMemConfig
+from agemem.core.configlib import load_config
+from agemem.entrypoints.cli import main
+from agemem.rollouts.build import build_driver, build_engine, build_resources, distractors_for
+from agemem.rollouts.policy import load_policy
+from agemem.rollouts.records import read_trajectories
+from agemem.tasks import load_tasks
 from tests.conftest import WordSetEncoder
 
 TINY = [
@@ -44,7 +45,7 @@ def policy(config):
 
 def test_sampled_rollouts_of_one_task_differ_and_carry_engine_logprobs(config, policy):
     model, tokenizer = policy
-    tasks = load_tasks(config.data)[:1]
+    tasks = load_tasks(config)[:1]
     resources = build_resources(config, tokenizer, encoder=WordSetEncoder())
     engine = build_engine(config, model, tokenizer)
     driver = build_driver(config, engine, tokenizer, resources, progress=False)

@@ -14,12 +14,12 @@ import os
 import pytest
 import torch
 
-from agemem.chat import encode_chat, end_of_turn_ids, load_tokenizer
-from agemem.config import PolicyConfig
-from agemem.configlib import ConfigError
-from rollouts.engines.base import Completion, Engine, SamplingParams, derive_seed
-from rollouts.engines.transformers_engine import TransformersEngine, truncate_logits
-from rollouts.policy import TINY_POLICY, load_policy
+from agemem.core.chat import encode_chat, end_of_turn_ids, load_tokenizer
+from agemem.core.config import PolicyConfig
+from agemem.core.configlib import ConfigError
+from agemem.rollouts.engines.base import Completion, Engine, SamplingParams, derive_seed
+from agemem.rollouts.engines.transformers_engine import TransformersEngine, truncate_logits
+from agemem.rollouts.policy import TINY_POLICY, load_policy
 
 QWEN3_TOKENIZER = "/work/shared/tokenizers/qwen3"
 IM_END = 151645

@@ -19,17 +19,17 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script, sys.path[0] is tests/train
 
-from agemem.config import GRPOConfig, PolicyConfig, TrainConfig
+from agemem.core.config import GRPOConfig, PolicyConfig, TrainConfig
 
 
 def main(out: Path) -> None:
     from transformers import get_scheduler
 
-    from rollouts.policy import load_policy
+    from agemem.rollouts.policy import load_policy
+    from agemem.train.distributed import build_accelerator, compute_precision, configure_deepspeed, zero_stage
+    from agemem.train.policy import TokenLogprobs, plan_precision
+    from agemem.train.update import policy_update
     from tests.train.distributed_update import make_samples
-    from train.distributed import build_accelerator, compute_precision, configure_deepspeed, zero_stage
-    from train.policy import TokenLogprobs, plan_precision
-    from train.update import policy_update
 
     accelerator = build_accelerator(None)  # the launch's --mixed_precision, as `agemem train` with it unset
     train = TrainConfig(learning_rate=1e-6, micro_batch_tokens=48)

@@ -11,7 +11,7 @@ writes ``OUT_DIR/CASE.pt`` (the trainable weights after the update, gathered fro
 the whole model, or the LoRA adapters) and ``OUT_DIR/CASE.json`` (the update's metrics, plus
 ``world_size``, ``distributed_type``, ``zero_stage`` and under DeepSpeed the engine's optimizer step
 count); a one-process run also writes ``OUT_DIR/initial_CASE.pt``. The accelerator is built as
-``agemem train`` builds it (``train.distributed.build_accelerator``): under ``accelerate launch`` with a
+``agemem train`` builds it (``agemem.train.distributed.build_accelerator``): under ``accelerate launch`` with a
 DeepSpeed config a ZeRO engine on gloo, otherwise DDP on gloo, or one process.
 """
 
@@ -27,8 +27,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script, sys.path[0] is tests/train
 
-from agemem.config import GRPOConfig, LoRAConfig, PolicyConfig, TrainConfig
-from train.samples import TrainSample
+from agemem.core.config import GRPOConfig, LoRAConfig, PolicyConfig, TrainConfig
+from agemem.train.samples import TrainSample
 
 # (prompt tokens, completion tokens of each segment, masked tokens between segments): rank 0 of two gets
 # the long even-indexed samples (4 micro-batches at MICRO_BATCH_TOKENS), rank 1 the short odd ones (2)
@@ -87,9 +87,9 @@ def run_case(accelerator, lm, pad_id: int, name: str, samples: list[TrainSample]
     """(initial trainable state (one-process runs only), trained state, metrics) of one case."""
     from transformers import get_scheduler
 
-    from train.distributed import configure_deepspeed, is_deepspeed
-    from train.policy import Reference, TokenLogprobs, add_lora
-    from train.update import policy_update
+    from agemem.train.distributed import configure_deepspeed, is_deepspeed
+    from agemem.train.policy import Reference, TokenLogprobs, add_lora
+    from agemem.train.update import policy_update
 
     optimizer_name, grpo_overrides, train_overrides = CASES[name]
     grpo = replace(GRPOConfig(beta=0.1), **grpo_overrides)
@@ -108,7 +108,7 @@ def run_case(accelerator, lm, pad_id: int, name: str, samples: list[TrainSample]
     params = [p for p in policy.parameters() if p.requires_grad]
     if optimizer_name == "sgd":
         optimizer = torch.optim.SGD(params, lr=train.learning_rate)
-    else:  # as train.loop.TrainRun
+    else:  # as agemem.train.loop.TrainRun
         optimizer = torch.optim.AdamW(
             params, lr=train.learning_rate, betas=tuple(train.adam_betas), weight_decay=train.weight_decay
         )
@@ -138,8 +138,8 @@ def run_case(accelerator, lm, pad_id: int, name: str, samples: list[TrainSample]
 
 
 def main(argv: list[str]) -> None:
-    from rollouts.policy import load_policy
-    from train.distributed import build_accelerator, zero_stage
+    from agemem.rollouts.policy import load_policy
+    from agemem.train.distributed import build_accelerator, zero_stage
 
     if not argv:
         raise SystemExit(__doc__)

@@ -4,7 +4,7 @@
 The overrides are what a CPU needs and nothing else: 2 processes on 1 machine, no mixed precision
 (DeepSpeed bf16 and DDP autocast are exercised on GPUs; a CPU bf16 update is slow and approximate), a
 free local port, ``CUDA_VISIBLE_DEVICES=""``. ``use_cpu`` stays false in every file because
-``accelerate launch --cpu`` starts a single process; ``train.distributed.build_accelerator`` puts the
+``accelerate launch --cpu`` starts a single process; ``agemem.train.distributed.build_accelerator`` puts the
 ranks in a gloo process group (DDP) or a DeepSpeed engine on gloo.
 """
 

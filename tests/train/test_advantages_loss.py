@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
-from train.advantages import batch_std_advantages, compute_advantages, group_std_advantages, unscaled_advantages
-from train.loss import clipped_surrogate, grpo_token_loss, k3_kl, sequence_mean_weights, token_mean_weights
+from agemem.train.advantages import batch_std_advantages, compute_advantages, group_std_advantages, unscaled_advantages
+from agemem.train.loss import clipped_surrogate, grpo_token_loss, k3_kl, sequence_mean_weights, token_mean_weights
 
 
 def test_group_std_advantages_by_hand():

@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from agemem.cli import main
-from agemem.config import AgeMemConfig, LoRAConfig, PolicyConfig
-from agemem.configlib import load_config
-from train import model_size
-from train import plan as plan_module
-from train.model_size import PlanError, count_parameters, dims_from_config, resolve_model_dims
-from train.parallelism import read_accelerate_config
-from train.plan import GIB, deepspeed_formula, plan_memory
+from agemem.core.config import AgeMemConfig, LoRAConfig, PolicyConfig
+from agemem.core.configlib import load_config
+from agemem.entrypoints.cli import main
+from agemem.train import model_size
+from agemem.train import plan as plan_module
+from agemem.train.model_size import PlanError, count_parameters, dims_from_config, resolve_model_dims
+from agemem.train.parallelism import read_accelerate_config
+from agemem.train.plan import GIB, deepspeed_formula, plan_memory
 
 REPO = Path(__file__).resolve().parents[2]
 QWEN25_7B = "Qwen/Qwen2.5-7B-Instruct"
@@ -94,7 +94,7 @@ def test_counts_match_transformers_modules(name):
 
 
 def test_tiny_model_count_matches_the_built_model():
-    from rollouts.policy import load_policy
+    from agemem.rollouts.policy import load_policy
 
     policy = PolicyConfig()
     model, _ = load_policy(policy)

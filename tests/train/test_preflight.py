@@ -7,12 +7,12 @@ import json
 
 import pytest
 
-from agemem.cli import main
-from agemem.config import AgeMemConfig
-from agemem.configlib import ConfigError, load_config
+from agemem.core.config import AgeMemConfig
+from agemem.core.configlib import ConfigError, load_config
+from agemem.entrypoints.cli import main
+from agemem.train.preflight import check_on_policy, check_weight_sync_possible
 from tests.fake_endpoint import FakeChatEndpoint
 from tests.train.test_train_e2e import TINY, metrics
-from train.preflight import check_on_policy, check_weight_sync_possible
 
 SERVED = ("engine.backend=openai", "engine.openai.model=served")
 

@@ -9,10 +9,10 @@ import random
 import pytest
 import torch
 
-from agemem.config import GRPOConfig, PolicyConfig, TrainConfig
-from agemem.env import EpisodeStats
-from rollouts.records import Step, Trajectory
-from train.samples import build_samples, micro_batches, split_evenly
+from agemem.core.config import GRPOConfig, PolicyConfig, TrainConfig
+from agemem.core.env import EpisodeStats
+from agemem.rollouts.records import Step, Trajectory
+from agemem.train.samples import build_samples, micro_batches, split_evenly
 
 
 def make_step(prompt, completion, stage=1, logprobs=None):
@@ -98,9 +98,9 @@ def accelerator():
 
 def sgd_update(accelerator, samples, *, micro_batch_tokens=100_000, aggregation="token_mean", beta=0.1):
     """One policy_update with SGD(lr=1): the weight change is minus the gradient, exactly."""
-    from rollouts.policy import load_policy
-    from train.policy import Reference, TokenLogprobs
-    from train.update import policy_update
+    from agemem.rollouts.policy import load_policy
+    from agemem.train.policy import Reference, TokenLogprobs
+    from agemem.train.update import policy_update
 
     lm, _ = load_policy(PolicyConfig(device="cpu"))
     lm.to(torch.float64)  # float64: merged and unmerged sum the same terms in another order

@@ -9,8 +9,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from agemem.cli import main
-from rollouts.records import read_trajectories
+from agemem.entrypoints.cli import main
+from agemem.rollouts.records import read_trajectories
 
 TINY = [
     "--config",
@@ -67,8 +67,8 @@ def test_training_writes_metrics_samples_and_checkpoints_and_changes_the_weights
     assert kept == ["step_000002", "step_000003"]  # keep_last=2 of tiny_cpu.yaml
     state = json.loads((out / "checkpoints" / "step_000003" / "trainer_state.json").read_text())
     assert state == {"step": 3, "tasks_seen": 6, "world_size": 1}
-    from agemem.config import PolicyConfig
-    from rollouts.policy import load_policy
+    from agemem.core.config import PolicyConfig
+    from agemem.rollouts.policy import load_policy
 
     initial, _ = load_policy(PolicyConfig(device="cpu"))
     final = weights(out, 3)
@@ -77,9 +77,9 @@ def test_training_writes_metrics_samples_and_checkpoints_and_changes_the_weights
 
 
 def test_a_killed_run_resumes_and_reproduces_the_uninterrupted_run(uninterrupted, tmp_path, monkeypatch):
-    import train.update
+    import agemem.train.update
 
-    real_update = train.update.policy_update
+    real_update = agemem.train.update.policy_update
     calls = []
 
     def dies_in_step_3(*args, **kwargs):
@@ -88,11 +88,11 @@ def test_a_killed_run_resumes_and_reproduces_the_uninterrupted_run(uninterrupted
             raise KeyboardInterrupt  # killed mid-step: step 3's rollout done, its update never finished
         return real_update(*args, **kwargs)
 
-    monkeypatch.setattr(train.update, "policy_update", dies_in_step_3)
+    monkeypatch.setattr(agemem.train.update, "policy_update", dies_in_step_3)
     with pytest.raises(KeyboardInterrupt):
         main(["train", *TINY, "max_steps=3", f"output_dir={tmp_path}"])
     assert [m["step"] for m in metrics(tmp_path / "metrics.jsonl")] == [1, 2]
-    monkeypatch.setattr(train.update, "policy_update", real_update)
+    monkeypatch.setattr(agemem.train.update, "policy_update", real_update)
 
     assert main(["train", *TINY, "max_steps=3", f"output_dir={tmp_path}", "--resume"]) == 0
     assert metrics(tmp_path / "metrics.jsonl") == metrics(uninterrupted / "metrics.jsonl")

@@ -42,12 +42,12 @@ import torch
 
 pytest.importorskip("trl")
 
-from agemem.config import PolicyConfig
-from rollouts.policy import load_policy
-from train.loss import grpo_token_loss
-from train.policy import TokenLogprobs
-from train.samples import TrainSample
-from train.update import collate, token_weights
+from agemem.core.config import PolicyConfig
+from agemem.rollouts.policy import load_policy
+from agemem.train.loss import grpo_token_loss
+from agemem.train.policy import TokenLogprobs
+from agemem.train.samples import TrainSample
+from agemem.train.update import collate, token_weights
 
 TEMPERATURE = 0.7
 BETA = 0.1
@@ -186,7 +186,7 @@ def run_trl(trainer, samples, splits, old, ref, pad_id, backward=True) -> tuple[
 
 
 def run_ours(model, samples, splits, rule, old, ref, pad_id, backward=True):
-    """The loss path of ``train.update.policy_update``: weights fixed over the whole batch, then ``Σ w·ℓ``
+    """The loss path of ``agemem.train.update.policy_update``: weights fixed over the whole batch, then ``Σ w·ℓ``
     per micro-batch, gradients accumulated. ``old=None``: logp_old is the detached logp of the same forward
     (``policy_update`` with one epoch and one mini-batch)."""
     policy = TokenLogprobs(model, temperature=TEMPERATURE)

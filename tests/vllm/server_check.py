@@ -21,8 +21,8 @@ def main() -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from rollouts.engines.base import SamplingParams
-    from rollouts.engines.vllm_engine import VLLMEngine
+    from agemem.rollouts.engines.base import SamplingParams
+    from agemem.rollouts.engines.vllm_engine import VLLMEngine
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()

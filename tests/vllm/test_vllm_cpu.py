@@ -77,10 +77,10 @@ def test_rollout_colocated(keep_logs: Path) -> None:
 def test_cpu_head_size_refused_with_the_fix() -> None:
     """The tiny default (head size 16) has no vLLM CPU attention kernel: refused before vLLM starts, naming
     the overrides that work."""
-    from agemem.config import PolicyConfig
-    from rollouts.engines.base import EngineUnavailable
-    from rollouts.engines.vllm_engine import VLLMEngine
-    from rollouts.policy import load_policy
+    from agemem.core.config import PolicyConfig
+    from agemem.rollouts.engines.base import EngineUnavailable
+    from agemem.rollouts.engines.vllm_engine import VLLMEngine
+    from agemem.rollouts.policy import load_policy
 
     model, tokenizer = load_policy(PolicyConfig())
     with pytest.raises(EngineUnavailable, match="head size 16") as info:
@@ -159,9 +159,9 @@ def serve_command(model_dir: Path, port: int) -> list[str]:
 @pytest.fixture
 def vllm_server(keep_logs: Path):
     """A server on a free 127.0.0.1 port serving the tiny policy (head size 64) saved to a directory."""
-    from agemem.config import PolicyConfig
-    from rollouts.engines.vllm_engine import save_for_vllm
-    from rollouts.policy import load_policy
+    from agemem.core.config import PolicyConfig
+    from agemem.rollouts.engines.vllm_engine import save_for_vllm
+    from agemem.rollouts.policy import load_policy
 
     model_dir = keep_logs / "model"
     model, tokenizer = load_policy(PolicyConfig(tiny_hidden_size=128, tiny_heads=2))

@@ -2,7 +2,7 @@
 
     python tests/vllm/train_sync_check.py OUT.json [config overrides...]
 
-Runs :func:`train.loop.train` (the real loop: its step 6 calls ``engine.sync_weights()``) with
+Runs :func:`agemem.train.loop.train` (the real loop: its step 6 calls ``engine.sync_weights()``) with
 ``VLLMEngine.sync_weights`` wrapped so that right after every sync (and once after the engine starts, before
 any update) the engine's log-probs are compared with the trainer's on
 
@@ -26,10 +26,10 @@ FIXED_COMPLETION = " Rome, and the capital of Spain is Madrid."
 
 
 def trainer_logprobs(lm: Any, ids: list[int], start: int, temperature: float) -> list[float]:
-    """The trainer's log-probs of ``ids[start:]`` given the tokens before each (train.policy.TokenLogprobs)."""
+    """The trainer's log-probs of ``ids[start:]`` given the tokens before each (agemem.train.policy.TokenLogprobs)."""
     import torch
 
-    from train.policy import TokenLogprobs
+    from agemem.train.policy import TokenLogprobs
 
     was_training = lm.training
     lm.eval()  # no dropout: the sampler's distribution
@@ -80,11 +80,11 @@ def check(engine: Any, label: str, sampling: Any, records: list[dict[str, Any]])
 def main() -> None:
     out = Path(sys.argv[1])
     overrides = sys.argv[2:]
-    from agemem.config import AgeMemConfig
-    from agemem.configlib import load_config
-    from rollouts.build import sampling_params
-    from rollouts.engines import vllm_engine
-    from train.loop import train
+    from agemem.core.config import AgeMemConfig
+    from agemem.core.configlib import load_config
+    from agemem.rollouts.build import sampling_params
+    from agemem.rollouts.engines import vllm_engine
+    from agemem.train.loop import train
 
     config = load_config(AgeMemConfig, "configs/tiny_cpu.yaml", ["engine.backend=vllm", *overrides])
     sampling = sampling_params(config.sampling)

@@ -7,10 +7,10 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from agemem.config import AgeMemConfig
-from agemem.configlib import load_config
-from eval.stream.base import Attempt, Demonstration, StreamItem
-from eval.stream.tasks import qa_execution
+from agemem.core.config import AgeMemConfig
+from agemem.core.configlib import load_config
+from agemem.eval.stream.base import Attempt, Demonstration, StreamItem
+from agemem.eval.stream.tasks import qa_execution
 
 QUIET = ["logging.progress=false", "stream.plot=false"]
 

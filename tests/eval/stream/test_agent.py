@@ -8,10 +8,10 @@ import re
 
 import pytest
 
-from agemem.chat import load_tokenizer
-from eval.models import Backend
-from eval.stream.evaluate import evaluate_stream
-from eval.stream.runner import read_steps
+from agemem.core.chat import load_tokenizer
+from agemem.eval.models import Backend
+from agemem.eval.stream.evaluate import evaluate_stream
+from agemem.eval.stream.runner import read_steps
 from tests.conftest import WordSetEncoder
 from tests.eval.agents import MessagesEngine, answer, call
 from tests.eval.stream.helpers import stream_config
@@ -25,7 +25,7 @@ def tokenizer():
 
 
 def _gold(conversation):
-    from eval.stream.tasks import synthetic_items
+    from agemem.eval.stream.tasks import synthetic_items
 
     by_query = {i.query: i.answer for i in synthetic_items(6, 2, 0, True)}
     task_message = conversation[1]["content"]
@@ -104,7 +104,7 @@ def test_without_policy_addition_the_agent_has_no_tools_and_malformed_replies_ar
 
 
 def test_an_engine_error_ends_the_task_without_crashing_the_stream(tmp_path, tokenizer):
-    from rollouts.engines.base import Completion
+    from agemem.rollouts.engines.base import Completion
 
     class Broken(MessagesEngine):
         def generate(self, prompts, sampling, *, messages=None):
@@ -120,11 +120,11 @@ def test_an_engine_error_ends_the_task_without_crashing_the_stream(tmp_path, tok
 
 
 def test_hotpotqa_stream_with_a_gold_agent_and_an_llm_coarse_judge(tmp_path, tokenizer):
-    from agemem.config import AgeMemConfig
-    from rollouts.build import load_tasks
+    from agemem.core.config import AgeMemConfig
+    from agemem.tasks import load_tasks
     from tests.fake_endpoint import FakeChatEndpoint
 
-    sample = load_tasks(AgeMemConfig().data)[:3]
+    sample = load_tasks(AgeMemConfig())[:3]
     gold = {t.question: t.answer for t in sample}
 
     def agent(conversation):

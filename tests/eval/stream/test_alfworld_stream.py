@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from agemem.config import AlfworldConfig
-from eval.alfworld_games import Game, GameState, discover_games
-from eval.stream.agent import BankTools, ChatReply
-from eval.stream.alfworld_task import AlfworldStreamTask, alfworld_item, task_key, task_sentence
-from eval.stream.bank import MemoryBank, Record
-from eval.stream.base import Demonstration
-from eval.stream.runner import read_steps
+from agemem.core.config import AlfworldConfig
+from agemem.eval.alfworld_games import Game, GameState, discover_games
+from agemem.eval.stream.agent import BankTools, ChatReply
+from agemem.eval.stream.alfworld_task import AlfworldStreamTask, alfworld_item, task_key, task_sentence
+from agemem.eval.stream.bank import MemoryBank, Record
+from agemem.eval.stream.base import Demonstration
+from agemem.eval.stream.runner import read_steps
 from tests.conftest import WordSetEncoder
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "alfworld"
@@ -127,7 +127,7 @@ def test_a_failed_copy_is_a_trajectory_that_does_not_finish():
 
 def _alfworld_missing() -> str:
     try:
-        from eval.alfworld_games import require_alfworld
+        from agemem.eval.alfworld_games import require_alfworld
 
         require_alfworld()
     except Exception as err:  # the extra is not installed
@@ -137,7 +137,7 @@ def _alfworld_missing() -> str:
 
 @pytest.mark.skipif(bool(_alfworld_missing()), reason=_alfworld_missing() or "alfworld installed")
 def test_tiny_policy_runs_a_short_alfworld_stream(tmp_path):
-    from agemem.cli import main
+    from agemem.entrypoints.cli import main
 
     out = tmp_path / "alfworld"
     argv = ["eval", "stream", "--task", "alfworld", "--data-dir", str(DATA), "--model", "tiny-random-qwen2"]

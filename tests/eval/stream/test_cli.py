@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from agemem.cli import build_parser, main
-from agemem.config import AgeMemConfig
-from agemem.configlib import ConfigError, load_config
-from eval.stream.runner import read_steps
-from eval.stream.sweep import load_sweep, parse_sweep, strategy_config
+from agemem.core.config import AgeMemConfig
+from agemem.core.configlib import ConfigError, load_config
+from agemem.entrypoints.cli import build_parser, main
+from agemem.eval.stream.runner import read_steps
+from agemem.eval.stream.sweep import load_sweep, parse_sweep, strategy_config
 from tests.conftest import WordSetEncoder
 
 TINY = ["sampling.max_tokens=4", "stream.max_steps=1", "logging.progress=false"]
@@ -38,9 +38,9 @@ def test_tiny_policy_runs_a_short_hotpotqa_stream_with_its_own_memory_tools(tmp_
 
 
 def test_sweep_through_the_command_line(tmp_path, monkeypatch):
-    import eval.stream.evaluate
+    import agemem.eval.stream.evaluate
 
-    monkeypatch.setattr(eval.stream.evaluate, "build_encoder", lambda config: WordSetEncoder())  # MiniLM: above
+    monkeypatch.setattr(agemem.eval.stream.evaluate, "build_encoder", lambda config: WordSetEncoder())  # MiniLM: above
     sweep = tmp_path / "sweep.yaml"
     sweep.write_text(
         "base: {stream.task: synthetic, stream.synthetic_tasks: 3}\n"
@@ -81,7 +81,7 @@ def test_sweep_files_are_checked():
 
 
 def test_flags_map_to_dotted_overrides():
-    from agemem.cli import _stream_overrides
+    from agemem.entrypoints.cli import _stream_overrides
 
     parser = build_parser()
     args = parser.parse_args(["eval", "stream", "--task", "synthetic", "--capacity", "7", "--order", "shift"])
@@ -102,7 +102,7 @@ def test_bad_stream_settings_name_the_key_and_the_fix(capsys):
     with pytest.raises(ConfigError, match="addition=fixed never writes"):
         load_config(AgeMemConfig, overrides=["stream.addition=fixed", "stream.noisy_writes=3"])
     with pytest.raises(ConfigError, match="one model at a time"):
-        from eval.stream.evaluate import evaluate_stream
+        from agemem.eval.stream.evaluate import evaluate_stream
 
         config = load_config(AgeMemConfig, overrides=["eval.models=[a,b]", "stream.task=synthetic"])
         evaluate_stream(config, "unused", encoder=None)

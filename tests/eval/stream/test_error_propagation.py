@@ -12,9 +12,9 @@ import json
 
 import pytest
 
-from eval.stats import sign_test
-from eval.stream.analysis import segment_accuracy
-from eval.stream.sweep import parse_sweep, run_sweep
+from agemem.eval.stats import sign_test
+from agemem.eval.stream.analysis import segment_accuracy
+from agemem.eval.stream.sweep import parse_sweep, run_sweep
 from tests.conftest import WordSetEncoder
 from tests.eval.stream.helpers import stream_config
 from tests.eval.stream.simulated_agent import SimilarityCopyingSimulatedAgent, copy_probability

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from eval.stream.bank import MemoryBank, Record
-from eval.stream.order import GivenOrder, ShiftOrder, ShuffledOrder, apply_order, cluster_order, fit_diagonal_gmm
-from eval.stream.runner import stream_items
-from eval.stream.tasks import synthetic_stream
+from agemem.eval.stream.bank import MemoryBank, Record
+from agemem.eval.stream.order import GivenOrder, ShiftOrder, ShuffledOrder, apply_order, cluster_order, fit_diagonal_gmm
+from agemem.eval.stream.runner import stream_items
+from agemem.eval.stream.tasks import synthetic_stream
 from tests.conftest import WordSetEncoder
 from tests.eval.stream.helpers import stream_config
 

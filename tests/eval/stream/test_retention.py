@@ -9,11 +9,11 @@ import math
 import numpy as np
 import pytest
 
-from agemem.config import RETENTION_FEATURES
-from agemem.configlib import ConfigError
-from eval.stream.bank import MemoryBank, Record
-from eval.stream.evaluate import tune_retention
-from eval.stream.retention import (
+from agemem.core.config import RETENTION_FEATURES
+from agemem.core.configlib import ConfigError
+from agemem.eval.stream.bank import MemoryBank, Record
+from agemem.eval.stream.evaluate import tune_retention
+from agemem.eval.stream.retention import (
     FEATURES,
     HAND_WEIGHTS,
     EbbinghausRetention,
@@ -30,8 +30,8 @@ from eval.stream.retention import (
     feature_vector,
     load_weights,
 )
-from eval.stream.runner import run_stream
-from eval.stream.tasks import synthetic_stream
+from agemem.eval.stream.runner import run_stream
+from agemem.eval.stream.tasks import synthetic_stream
 from tests.conftest import WordSetEncoder
 from tests.eval.stream.helpers import stream_config
 from tests.eval.stream.simulated_agent import SimilarityCopyingSimulatedAgent

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from eval.stream.addition import (
+from agemem.eval.stream.addition import (
     AddAll,
     CoarseAddition,
     FixedAddition,
@@ -18,9 +18,15 @@ from eval.stream.addition import (
     StrictAddition,
     stated_answer,
 )
-from eval.stream.bank import MemoryBank, Record
-from eval.stream.deletion import CombinedDeletion, HistoryDeletion, PeriodicDeletion, history_reason, periodic_reason
-from eval.stream.runner import run_stream
+from agemem.eval.stream.bank import MemoryBank, Record
+from agemem.eval.stream.deletion import (
+    CombinedDeletion,
+    HistoryDeletion,
+    PeriodicDeletion,
+    history_reason,
+    periodic_reason,
+)
+from agemem.eval.stream.runner import run_stream
 from tests.conftest import WordSetEncoder
 from tests.eval.stream.helpers import HandTask, ScriptedSolver, item, stream_config
 
@@ -228,7 +234,7 @@ def test_strict_and_coarse_addition_on_a_stream(tmp_path):
 
 
 def test_model_coarse_judge_asks_without_the_gold_answer_and_falls_back_to_the_rules(tmp_path):
-    from agemem.httpclient import HTTPRequestError
+    from agemem.core.httpclient import HTTPRequestError
 
     prompts = []
 

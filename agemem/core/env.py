@@ -1,0 +1,498 @@
+"""MemoryEnv: LTM + STM + the memory tools behind one ``step(model_text)``.
+
+The tools run through the one executor of :mod:`agemem.core.tools`; the env is its :class:`~agemem.core.tools.
+ContextSession`: it stamps what an Add stores (stage, source), books every verb in :class:`EpisodeStats`, and owns
+the short-term context the Summary_context / Filter_context handlers act on.
+
+One env is one episode's view. The heavy, shareable parts (encoder, tokenizer, the LTM
+store, the summarizer) live in :class:`EnvResources` and are built once; many envs share
+them, each with its own LTM ``scope`` (an independent memory bank).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections import Counter
+from collections.abc import Callable, Generator
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from agemem.core.chat import ChatTemplateTokenCounter, TokenCounter, load_tokenizer
+from agemem.core.config import EnvConfig
+from agemem.core.context import Message, ShortTermContext, Summarizer
+from agemem.core.encoders import Encoder, build_encoder
+from agemem.core.ltm import DEFAULT_SCOPE, LongTermMemory, MemoryResult
+from agemem.core.memory import MemoryStore
+from agemem.core.prompts import system_prompt, template_tools
+from agemem.core.protocol import BAD_ARGUMENTS, UNKNOWN_TOOL, ParsedResponse, Violation, parse_response
+from agemem.core.summarizers import ChatGenerate, SummarizerError, build_summarizer
+from agemem.core.tools import TOOLS, MemoryEvent, Payload, ToolCall, ToolResult, execute
+
+__all__ = [
+    "ENV_OWNED_KEYS",
+    "FORMAT_HINT",
+    "EnvResources",
+    "EpisodeStats",
+    "FilterRecord",
+    "MemoryEnv",
+    "MemoryOpRecord",
+    "RetrievalRecord",
+    "StepEvents",
+    "StepRecord",
+    "StepResult",
+    "SummaryRecord",
+    "SummaryRequest",
+    "ToolResult",
+    "drive_step",
+]
+
+# Per-call problems already reach the agent as that call's error result; the rest get one
+# format-feedback message.
+_CALL_LEVEL = (UNKNOWN_TOOL, BAD_ARGUMENTS)
+ENV_OWNED_KEYS = ("stage", "source")
+FORMAT_HINT = (
+    'Reply with <think>…</think> then <tool_call>[{"name": …, "arguments": {…}}]</tool_call> or <answer>…</answer>.'
+)
+
+
+@dataclass
+class MemoryOpRecord:
+    op: str
+    """add, update or delete."""
+    stage: int
+    step: int
+    ok: bool
+    memory_id: str | None
+    content: str
+    """the new content (add/update) or the deleted content; the attempted content when not ok."""
+    previous_content: str | None = None
+    """content before an update."""
+    error: str | None = None
+
+
+@dataclass
+class RetrievalRecord:
+    stage: int
+    step: int
+    query: str
+    top_k: int
+    memory_ids: list[str]
+    contents: list[str]
+    scores: list[float]
+
+
+@dataclass
+class SummaryRecord:
+    stage: int
+    step: int
+    span: str
+    replaced_contents: list[str]
+    summary: str
+
+
+@dataclass
+class FilterRecord:
+    stage: int
+    step: int
+    criteria: str
+    removed_contents: list[str]
+    similarities: list[float]
+
+
+@dataclass
+class StepRecord:
+    stage: int
+    step: int
+    prompt_tokens: int
+    """context tokens the model saw when it produced this step (chat template included)."""
+    tokens_after: int
+    """context tokens after the step's tool results were appended."""
+    tool_calls: list[str]
+    failed_calls: list[str]
+    violations: list[str]
+    answered: bool
+
+
+@dataclass
+class EpisodeStats:
+    """Everything later reward terms need to know about what the agent did."""
+
+    memory_ops: list[MemoryOpRecord] = field(default_factory=list)
+    retrievals: list[RetrievalRecord] = field(default_factory=list)
+    """Retrieve_memory calls the agent made."""
+    introspections: list[RetrievalRecord] = field(default_factory=list)
+    """retrievals made for the agent: before it answered an incoming message (Stage-1 turns mode), and before
+    every step with env.rag_top_k (the -RAG ablation)."""
+    summaries: list[SummaryRecord] = field(default_factory=list)
+    filters: list[FilterRecord] = field(default_factory=list)
+    steps: list[StepRecord] = field(default_factory=list)
+    violations: list[dict[str, Any]] = field(default_factory=list)
+    tool_counts: Counter[str] = field(default_factory=Counter)
+    overflow: bool = False
+    """the context exceeded max_context_tokens at some point (a prompt, or after a step's tool results)."""
+    first_overflow_step: int | None = None
+    """the step during which the context first exceeded the budget."""
+    overflow_steps: list[int] = field(default_factory=list)
+    """steps whose prompt (what the model saw) exceeded the budget."""
+    max_context_tokens: int = 0
+
+    def ops(self, op: str, stage: int | None = None, ok: bool | None = True) -> list[MemoryOpRecord]:
+        return [
+            r
+            for r in self.memory_ops
+            if r.op == op and (stage is None or r.stage == stage) and (ok is None or r.ok == ok)
+        ]
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["tool_counts"] = dict(self.tool_counts)
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> EpisodeStats:
+        """Inverse of :meth:`to_json` (trajectories read back from JSONL)."""
+        records = {
+            "memory_ops": MemoryOpRecord,
+            "retrievals": RetrievalRecord,
+            "introspections": RetrievalRecord,
+            "summaries": SummaryRecord,
+            "filters": FilterRecord,
+            "steps": StepRecord,
+        }
+        kwargs: dict[str, Any] = {}
+        for f in fields(cls):
+            if f.name not in data:
+                continue
+            value = data[f.name]
+            if f.name in records:
+                value = [records[f.name](**item) for item in value]
+            elif f.name == "tool_counts":
+                value = Counter(value)
+            kwargs[f.name] = value
+        return cls(**kwargs)
+
+
+@dataclass
+class StepResult:
+    parsed: ParsedResponse
+    tool_results: list[ToolResult]
+    done: bool
+    """an answer was given: the turn (and in Stage 3 the episode) is over."""
+    answer: str | None
+    prompt_tokens: int
+    tokens_after: int
+
+
+@dataclass
+class SummaryRequest:
+    """Yielded by :meth:`MemoryEnv.step_events` when Summary_context needs text for ``messages``.
+
+    The caller sends back the summary text, or throws :class:`SummarizerError` into the
+    generator; the rollout driver uses this to batch policy-written summaries with the
+    other episodes' generation requests.
+    """
+
+    messages: list[Message]
+
+
+StepEvents = Generator[SummaryRequest, str, StepResult]
+
+
+def drive_step(events: StepEvents, summarize: Callable[[list[Message]], str]) -> StepResult:
+    """Run a :meth:`MemoryEnv.step_events` generator to the end, answering summary requests inline."""
+    try:
+        request = next(events)
+        while True:
+            try:
+                text = summarize(request.messages)
+            except Exception as err:  # the env turns SummarizerError into a tool error
+                request = events.throw(err)
+            else:
+                request = events.send(text)
+    except StopIteration as finished:
+        return finished.value
+
+
+@dataclass
+class EnvResources:
+    """The shareable parts of an environment, built once per process."""
+
+    config: EnvConfig
+    encoder: Encoder
+    ltm: LongTermMemory
+    summarizer: Summarizer
+    token_counter: TokenCounter
+
+    @classmethod
+    def build(
+        cls,
+        config: EnvConfig,
+        *,
+        policy_generate: ChatGenerate | None = None,
+        encoder: Encoder | None = None,
+        tokenizer: Any = None,
+    ) -> EnvResources:
+        encoder = encoder or build_encoder(config.encoder)
+        tokenizer = tokenizer or load_tokenizer(config.context.tokenizer)
+        ltm = LongTermMemory(encoder, max_top_k=config.ltm.max_top_k, max_entry_chars=config.ltm.max_entry_chars)
+        return cls(
+            config,
+            encoder,
+            ltm,
+            build_summarizer(config.summarizer, policy_generate),
+            ChatTemplateTokenCounter(tokenizer),
+        )
+
+
+class MemoryEnv:
+    def __init__(self, resources: EnvResources, *, scope: str = DEFAULT_SCOPE):
+        self.resources = resources
+        self.config = resources.config
+        self.ltm = resources.ltm
+        self.scope = scope
+        self.offered = tuple(name for name in TOOLS if name in self.config.tools)
+        """the tools this episode's agent may call (env.tools, in canonical order)."""
+        self.tools = template_tools(self.config.tool_format, self.offered)
+        prompt = system_prompt(
+            self.config.tool_format, self.config.system_prompt, self.offered, auto_retrieval=self.config.rag_top_k > 0
+        )
+        self.context = ShortTermContext(prompt)
+        self.stage = 1
+        self.stats = EpisodeStats()
+        self._step = 0
+        self._last_rag: tuple[Message, tuple[str, ...]] | None = None
+
+    @property
+    def memory(self) -> MemoryStore:
+        """The LTM the memory tools act on (a :class:`~agemem.core.tools.ToolSession`'s store)."""
+        return self.ltm
+
+    @property
+    def default_top_k(self) -> int:
+        return self.config.ltm.default_top_k
+
+    # ----------------------------------------------------------- episode flow
+    def set_stage(self, stage: int) -> None:
+        if stage not in (1, 2, 3):
+            raise ValueError(f"stage must be 1, 2 or 3, got {stage}")
+        self.stage = stage
+
+    def reset_context(self) -> None:
+        """Clear STM except the system prompt; LTM persists (between Stage 1 and Stage 2)."""
+        self.context.reset()
+
+    def add_user(self, text: str, *, kind: str = "chat", question: bool = False) -> Message:
+        """A user turn. ``question=True`` marks the live task question, which is protected."""
+        return self.context.append(
+            "user", text, stage=self.stage, kind="question" if question else kind, protected=question
+        )
+
+    def prompt_messages(self) -> list[dict[str, Any]]:
+        return self.context.as_chat()
+
+    def context_tokens(self) -> int:
+        return self.resources.token_counter.count(self.context.as_chat(), self.tools)
+
+    def introspect(self, text: str, top_k: int, *, source: str = "introspection") -> RetrievalRecord | None:
+        """Retrieve the top-k LTM entries for an incoming message and show them to the agent.
+
+        The paper's introspective retrieval in Stage 1: before the agent answers a message, what
+        it already stored about it is put in context, so it can Update instead of duplicating.
+        Nothing is shown when the scope holds no memories yet. ``source`` labels the tool message
+        (``introspection``, or ``rag`` for :meth:`rag_retrieve`).
+        """
+        result = self.ltm.retrieve(text, top_k, scope=self.scope)
+        if not (result.ok and result.entries):
+            return None
+        self._show_retrieval(result, source)
+        record = self._retrieval_record(text, top_k, result)
+        self.stats.introspections.append(record)
+        return record
+
+    def rag_retrieve(self) -> RetrievalRecord | None:
+        """The -RAG ablation's step (``env.rag_top_k`` > 0): before the agent's step, show the top-k LTM
+        entries for the latest user message; call it before rendering every prompt.
+
+        The same entries are not shown twice for the same message (a second step on a message sees a new
+        block only when memory changed in between). Nothing happens when rag_top_k is 0, when there is no
+        user message yet, or when the scope holds no memories.
+        """
+        top_k = self.config.rag_top_k
+        latest = next((m for m in reversed(self.context.messages) if m.role == "user" and m.kind != "summary"), None)
+        if not top_k or latest is None:
+            return None
+        result = self.ltm.retrieve(latest.content, top_k, scope=self.scope)
+        if not (result.ok and result.entries):
+            return None
+        shown = (latest, tuple(e.id for e in result.entries))
+        if self._last_rag is not None and self._last_rag[0] is shown[0] and self._last_rag[1] == shown[1]:
+            return None
+        self._last_rag = shown
+        self._show_retrieval(result, "rag")
+        record = self._retrieval_record(latest.content, top_k, result)
+        self.stats.introspections.append(record)
+        return record
+
+    def _show_retrieval(self, result: MemoryResult, source: str) -> None:
+        payload = {"tool": "Retrieve_memory", "source": source, **result.to_observation()}
+        payload["message"] = f"memories related to the message above ({len(result.entries)})"
+        self.context.append(
+            "tool", json.dumps(payload, ensure_ascii=False), stage=self.stage, kind=source, name="Retrieve_memory"
+        )
+
+    def step(self, model_text: str) -> StepResult:
+        """Parse, run every tool call in order, append results, report whether an answer ended the turn."""
+        return drive_step(self.step_events(model_text), self.resources.summarizer.summarize)
+
+    def step_events(self, model_text: str, prompt_tokens: int | None = None) -> StepEvents:
+        """:meth:`step` as a generator that yields a :class:`SummaryRequest` whenever a summary is needed.
+
+        ``prompt_tokens``: the length of the prompt the caller already encoded from
+        :meth:`prompt_messages` (saves rendering the whole context once more per step).
+        """
+        self._step += 1
+        prompt_tokens = self._measure(prompt_tokens)
+        if prompt_tokens > self.config.context.max_context_tokens:
+            self.stats.overflow_steps.append(self._step)
+        parsed = parse_response(model_text, self.offered)
+        assistant = self.context.append(
+            "assistant", model_text if isinstance(model_text, str) else "", stage=self.stage, kind="action"
+        )
+        self.context.begin_step(assistant)
+        try:
+            results = []
+            for call in parsed.tool_calls:  # one result per call, appended as it finishes
+                results.append((yield from self._run(call)))
+                self.context.append("tool", results[-1].to_text(), stage=self.stage, kind="tool_result", name=call.name)
+            done = parsed.answer is not None
+            feedback = [v for v in parsed.violations if v.kind not in _CALL_LEVEL]
+            if feedback and not done:
+                self.context.append("tool", _format_feedback(feedback), stage=self.stage, kind="format_error")
+        finally:
+            self.context.end_step()
+        tokens_after = self._measure()
+        self._record_step(parsed, results, prompt_tokens, tokens_after, done)
+        return StepResult(parsed, results, done, parsed.answer, prompt_tokens, tokens_after)
+
+    # ------------------------------------------------------------- tools
+    def _run(self, call: ToolCall) -> Generator[SummaryRequest, str, ToolResult]:
+        self.stats.tool_counts[call.name] += 1
+        outcome = execute(self, call)
+        if inspect.isgenerator(outcome):  # Summary_context waits for its text
+            outcome = yield from outcome
+        return outcome
+
+    def metadata_for(self, tool: str, metadata: dict[str, Any] | None, memory_type: str | None = None) -> Payload:
+        """The agent's metadata without the keys the env owns; an Add also gets its type, source and stage."""
+        metadata = _agent_metadata(metadata)
+        if tool == "Add_memory":
+            metadata["memory_type"] = memory_type or metadata.get("memory_type", "general")
+            metadata["source"] = "agent"
+            metadata["stage"] = self.stage  # rewards score Stage-1 storage, so the agent may not set it
+        return metadata
+
+    def settle(self, event: MemoryEvent) -> Payload:
+        """Book a memory verb in the episode's stats (rewards read them); the agent sees the store's result."""
+        result, arguments = event.result, event.arguments
+        if result.op == "retrieve":
+            if result.ok:
+                self.stats.retrievals.append(self._retrieval_record(arguments["query"], arguments["top_k"], result))
+        else:
+            previous = event.previous.content if event.previous else None
+            memory_id = arguments.get("memory_id")
+            self._record_op(result, arguments.get("content", ""), previous=previous, memory_id=memory_id)
+        return result.to_observation()
+
+    def summary_context(self, span: str) -> Generator[SummaryRequest, str, Payload]:
+        """Summary_context: yields the span's messages for their summary, then puts it in their place."""
+        selected = self.context.select_span(span)
+        if not selected:
+            message = "nothing to summarise: the span holds no messages that may be summarised"
+            return {"ok": False, "message": message}
+        try:
+            text = yield SummaryRequest(selected)
+        except SummarizerError as err:
+            return {"ok": False, "message": f"summary failed: {err}"}
+        summary = self.context.replace_with_summary(selected, text)
+        self.stats.summaries.append(
+            SummaryRecord(self.stage, self._step, span, [m.content for m in selected], summary.content)
+        )
+        message = f"replaced {len(selected)} message(s) with a summary"
+        return {"ok": True, "message": message, "summary": summary.content}
+
+    def filter_context(self, criteria: str) -> Payload:
+        """Filter_context: drops the messages similar to ``criteria``."""
+        removed = self.context.filter(criteria, self.resources.encoder, self.config.context.filter_threshold)
+        self.stats.filters.append(
+            FilterRecord(
+                self.stage,
+                self._step,
+                criteria,
+                [m.content for m, _ in removed],
+                [s for _, s in removed],
+            )
+        )
+        previews = [m.content[:60] for m, _ in removed]
+        message = f"removed {len(removed)} message(s)" if removed else "no message matched the criteria closely enough"
+        return {"ok": True, "message": message, "removed": previews}
+
+    # ------------------------------------------------------------ records
+    def _record_op(
+        self, result: MemoryResult, content: str, previous: str | None = None, memory_id: str | None = None
+    ) -> None:
+        entry = result.entries[0] if result.entries else None
+        self.stats.memory_ops.append(
+            MemoryOpRecord(
+                op=result.op,
+                stage=self.stage,
+                step=self._step,
+                ok=result.ok,
+                memory_id=entry.id if entry else memory_id,
+                content=entry.content if entry else content,
+                previous_content=previous,
+                error=None if result.ok else result.message,
+            )
+        )
+
+    def _retrieval_record(self, query: str, top_k: int, result: MemoryResult) -> RetrievalRecord:
+        ids, contents = [e.id for e in result.entries], [e.content for e in result.entries]
+        return RetrievalRecord(self.stage, self._step, query, top_k, ids, contents, result.scores)
+
+    def _measure(self, known_tokens: int | None = None) -> int:
+        tokens = self.context_tokens() if known_tokens is None else known_tokens
+        stats = self.stats
+        stats.max_context_tokens = max(stats.max_context_tokens, tokens)
+        if tokens > self.config.context.max_context_tokens and not stats.overflow:
+            stats.overflow, stats.first_overflow_step = True, self._step
+        return tokens
+
+    def _record_step(
+        self, parsed: ParsedResponse, results: list[ToolResult], prompt_tokens: int, tokens_after: int, done: bool
+    ) -> None:
+        for violation in parsed.violations:
+            self.stats.violations.append({"stage": self.stage, "step": self._step, **asdict(violation)})
+        self.stats.steps.append(
+            StepRecord(
+                self.stage,
+                self._step,
+                prompt_tokens,
+                tokens_after,
+                [r.name for r in results],
+                [r.name for r in results if not r.ok],
+                parsed.violation_kinds(),
+                done,
+            )
+        )
+
+
+def _agent_metadata(metadata: dict[str, Any] | None) -> dict[str, Any]:
+    """The agent's metadata without the keys the environment owns (stage, source)."""
+    return {k: v for k, v in (metadata or {}).items() if k not in ENV_OWNED_KEYS}
+
+
+def _format_feedback(violations: list[Violation]) -> str:
+    problems = "; ".join(v.detail for v in violations)
+    return json.dumps(
+        {"tool": "format_check", "ok": False, "message": f"format error: {problems}. {FORMAT_HINT}"}, ensure_ascii=False
+    )

@@ -1,0 +1,236 @@
+"""The benchmark sections of the configuration: `agemem eval` (HotpotQA, ALFWorld) and `agemem eval stream`.
+
+Kept apart from :mod:`agemem.core.config` (the agent, rollouts and training) by concept; ``AgeMemConfig`` holds them
+as its ``eval``, ``alfworld`` and ``stream`` sections, and :mod:`agemem.core.config` re-exports every name here.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from typing import Literal, get_args
+
+from agemem.core.configlib import ConfigError
+
+Variant = Literal["agemem", "no_memory", "rag", "ltm_only"]
+EVAL_VARIANTS: tuple[str, ...] = get_args(Variant)
+
+
+@dataclass
+class EvalConfig:
+    """`agemem eval`: task benchmarks played by one or more models under one or more tool variants."""
+
+    models: list[str] = field(default_factory=list)
+    """models to evaluate (the CLI's --model): a training run or checkpoint directory, a LoRA adapter directory,
+    a Hugging Face directory or hub id, or openai:<model>@<base_url>; empty: policy.model."""
+    variants: list[Variant] = field(default_factory=lambda: ["agemem"])
+    """agemem: all six tools; no_memory: the question alone, no tools; rag: Add/Update/Delete, and the top-k
+    memories for the latest message shown before every step; ltm_only: the four memory-store tools, no STM tools."""
+    distractors: bool = False
+    """play Stage 2 (the `distractors` section says which and how many); off, as the authors evaluate."""
+    rag_top_k: int = 3
+    """variant rag: LTM entries shown before every agent step."""
+    chunk_size: int = 32
+    """questions (or ALFWorld games) played together, then scored and saved; an interrupted run redoes at most one
+    chunk."""
+    plot: bool = True
+    """write a bar plot (PNG) next to the JSON and markdown results."""
+
+    def validate(self) -> None:
+        if len(set(self.variants)) != len(self.variants) or not self.variants:
+            raise ConfigError(f"variants={self.variants} must list at least one variant, each once")
+        if len(set(self.models)) != len(self.models):
+            raise ConfigError(f"models={self.models} lists a model twice; list each once")
+        if self.rag_top_k < 1:
+            raise ConfigError(f"rag_top_k={self.rag_top_k} must be >= 1 (memories shown before each step)")
+        if self.chunk_size < 1:
+            raise ConfigError(f"chunk_size={self.chunk_size} must be >= 1 (questions played and scored together)")
+
+
+@dataclass
+class AlfworldConfig:
+    """`agemem eval alfworld`: ALFWorld games played with environment commands and the memory tools."""
+
+    data_dir: str = ""
+    """folder holding json_2.1.1/<split>/<task>/<trial>/game.tw-pddl (the CLI's --data-dir); empty: $ALFWORLD_DATA,
+    else ~/.cache/alfworld (where `alfworld-download` puts the games)."""
+    split: Literal["valid_seen", "valid_unseen"] = "valid_seen"
+    """the evaluation split: valid_seen (140 games, rooms seen in training) or valid_unseen (134 games, new rooms)."""
+    limit: int = 0
+    """play the first N games (ordered round-robin over the six task types); 0 = all."""
+    max_env_steps: int = 50
+    """environment steps per game (commands sent, inadmissible ones and replies without a command included)."""
+    max_replies_per_step: int = 3
+    """agent replies per environment step: memory-tool calls and format errors take a reply; when they are spent
+    without a command, the step passes with no action."""
+    debrief_replies: int = 2
+    """agent replies after a game ends (told whether it won), to store what worked; 0 = none. Only when
+    Add_memory is offered."""
+    show_admissible: bool = True
+    """list the admissible commands after every observation (as ALFWorld's text agents see them)."""
+
+    def validate(self) -> None:
+        if self.limit < 0 or self.debrief_replies < 0:
+            raise ConfigError(f"limit={self.limit} and debrief_replies={self.debrief_replies} must be >= 0")
+        if self.max_env_steps < 1 or self.max_replies_per_step < 1:
+            raise ConfigError(
+                f"max_env_steps={self.max_env_steps} and max_replies_per_step={self.max_replies_per_step} must be >= 1"
+            )
+
+
+StreamTaskName = Literal["hotpotqa", "alfworld", "synthetic"]
+StreamAddition = Literal["fixed", "add_all", "coarse", "strict", "policy"]
+StreamDeletion = Literal["none", "periodic", "history", "combined"]
+StreamRetention = Literal["none", "utility", "fifo", "lru", "lfu", "random", "ebbinghaus", "linear"]
+RETENTION_FEATURES: tuple[str, ...] = (
+    "success",
+    "age",
+    "recency",
+    "frequency",
+    "redundancy",
+    "specificity",
+    "utility",
+    "utility_count",
+    "similarity",
+)
+"""the features of the linear retention score (formulas: eval/stream/retention.py)."""
+
+
+@dataclass
+class StreamConfig:
+    """`agemem eval stream`: one policy over a long stream of tasks with an experience memory, after Xiong et al.
+    (memory addition and deletion) and TraceRetain (bounded retention)."""
+
+    task: StreamTaskName = "hotpotqa"
+    """the stream: hotpotqa (the questions of data.source), alfworld (ALFWorld games), synthetic (seeded fact
+    questions asked again and again in paraphrase, in families; for tests and quick runs)."""
+    addition: StreamAddition = "add_all"
+    """fixed: the initial bank only; add_all: every execution; coarse: executions the coarse judge passes (no gold
+    answer); strict: executions that are correct against the ground truth; policy: the agent decides with
+    Add_memory / Delete_memory tool calls."""
+    deletion: StreamDeletion = "none"
+    """periodic: drop records retrieved <= alpha times in the last `window` tasks; history: drop records retrieved
+    >= history_min_retrievals times whose mean downstream utility is <= history_beta; combined: either; none."""
+    retention: StreamRetention = "none"
+    """bounded bank: at most `capacity` records, evicting the lowest by this policy after each task (utility: lowest
+    mean downstream utility, Xiong et al.'s capacity mode; fifo, lru, lfu, random, ebbinghaus, linear: TraceRetain);
+    none: unbounded."""
+    capacity: int = 50
+    """the bank size bound of `retention` (TraceRetain: 50)."""
+    retrieval: Literal["similar", "recent", "none"] = "similar"
+    """similar: the top_k records whose query is most cosine-similar to the task's (ExpRAG); recent: the top_k
+    newest records (ExpRecent); none: no demonstrations (the no-memory baseline)."""
+    top_k: int = 3
+    """records shown to the agent as in-context demonstrations."""
+    order: Literal["given", "shuffled", "shift"] = "given"
+    """task order: as loaded; shuffled with order_seed; shift: clusters of a diagonal Gaussian mixture over the query
+    embeddings (shift_clusters components, seed order_seed), played one cluster after another."""
+    order_seed: int = 0
+    """seed of the shuffled order and of the mixture fit of the shift order."""
+    shift_clusters: int = 3
+    """shift order: mixture components (clusters)."""
+    limit: int = 0
+    """tasks in the stream (after the initial bank's); 0 = all."""
+    initial_size: int = 0
+    """records in the bank before the stream starts: the first initial_size loaded tasks with their ground-truth
+    executions (they are not part of the stream)."""
+    initial_noise: float = 0.0
+    """share of the initial records given a failed execution instead (the noisy initial memory variant)."""
+    noisy_writes: int = 0
+    """failed copies of the same task written after every real write (TraceRetain's noisy-write stress: 3)."""
+    replay_of: str = ""
+    """error-free replay: a finished stream run directory; every task gets the records that run retrieved, with their
+    executions replaced by ground truth where the task has one (the bank is not edited)."""
+    window: int = 20
+    """periodic deletion: W, the window of tasks over which retrievals are counted; younger records are protected."""
+    alpha: int = 0
+    """periodic deletion: a record retrieved at most alpha times in the last W tasks is deleted."""
+    periodic_every: int = 1
+    """periodic deletion: checked after every this many tasks (1: after each task, a sliding window)."""
+    history_min_retrievals: int = 3
+    """history deletion: n, the retrievals a record needs before its downstream utility is judged."""
+    history_beta: float = 0.5
+    """history deletion: beta, the mean downstream utility at or below which a record is deleted."""
+    evaluator: Literal["auto", "strict", "coarse"] = "auto"
+    """the score of each task used by history deletion and the utility / linear retention scores; auto: coarse when
+    addition=coarse, else strict (the addition's evaluator)."""
+    strict_metric: Literal["em", "f1"] = "em"
+    """QA streams: a task is correct by exact match, or by token F1 >= f1_threshold."""
+    f1_threshold: float = 0.5
+    """QA streams, strict_metric=f1: the F1 from which an answer counts as correct."""
+    coarse_threshold: float = 0.5
+    """coarse addition: the judge score (0-1) from which an execution is added."""
+    utility_prior: float = 0.5
+    """the downstream utility assumed for a record no task has retrieved yet (utility retention, linear score)."""
+    decay_tau: float = 20.0
+    """tasks over which the age and recency features change by a factor e (linear retention score)."""
+    ebbinghaus_strength: float = 5.0
+    """Ebbinghaus retention: S0, the memory strength of a never-retrieved record (each retrieval adds S0)."""
+    retention_weights: dict[str, float] = field(default_factory=dict)
+    """linear retention: weights replacing the hand weights per feature (success, age, recency, frequency,
+    redundancy, specificity, utility, utility_count, similarity)."""
+    retention_weights_file: str = ""
+    """linear retention: a JSON file of weights written by `agemem eval stream --tune-retention` (CEM search)."""
+    cem_iterations: int = 5
+    """CEM search: iterations."""
+    cem_population: int = 8
+    """CEM search: weight vectors sampled per iteration, each scored by one run of the tuning stream."""
+    cem_elite: float = 0.25
+    """CEM search: share of the population whose mean and spread give the next sampling distribution."""
+    cem_std: float = 0.5
+    """CEM search: initial standard deviation of every weight around the hand weights."""
+    cem_precision_weight: float = 0.5
+    """CEM search: objective = success rate + this x Precision@k (precision of the retrieved records)."""
+    precision_k: int = 5
+    """Precision@k: records checked per task (a record is relevant when it succeeded and its task key matches)."""
+    max_steps: int = 3
+    """QA streams: agent replies per task (tool calls and format errors cost a reply); policy addition gets as many
+    again for the memory turn after the task. ALFWorld: the alfworld section's step and reply limits apply."""
+    show_context: bool = True
+    """QA streams: show the question's paragraphs with it (HotpotQA distractor setting); false: closed book."""
+    synthetic_tasks: int = 60
+    """synthetic stream: tasks generated (initial bank included)."""
+    synthetic_families: int = 8
+    """synthetic stream: distinct questions, each asked again in paraphrase through the stream."""
+    seed: int = 0
+    """seed of random eviction and of the failed executions written as noise."""
+    plot: bool = True
+    """write the PNG plots (cumulative success, input vs output similarity, bank size)."""
+
+    def validate(self) -> None:
+        positive = ("capacity", "top_k", "shift_clusters", "window", "periodic_every", "history_min_retrievals")
+        positive += ("cem_iterations", "cem_population", "precision_k", "max_steps", "synthetic_tasks")
+        positive += ("synthetic_families",)
+        for name in positive:
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name}={getattr(self, name)} must be >= 1")
+        for name in ("limit", "initial_size", "noisy_writes", "alpha"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name}={getattr(self, name)} must be >= 0")
+        unit = ("initial_noise", "history_beta", "f1_threshold", "coarse_threshold", "utility_prior")
+        for name in unit:
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ConfigError(f"{name}={getattr(self, name)} must be in [0, 1]")
+        if not 0.0 < self.cem_elite <= 1.0 or self.cem_std <= 0 or self.cem_precision_weight < 0:
+            raise ConfigError(
+                f"cem_elite={self.cem_elite} must be in (0, 1], cem_std={self.cem_std} > 0 and "
+                f"cem_precision_weight={self.cem_precision_weight} >= 0"
+            )
+        if self.decay_tau <= 0 or self.ebbinghaus_strength <= 0:
+            raise ConfigError(
+                f"decay_tau={self.decay_tau} and ebbinghaus_strength={self.ebbinghaus_strength} must be > 0"
+            )
+        unknown = [name for name in self.retention_weights if name not in RETENTION_FEATURES]
+        if unknown:
+            close = difflib.get_close_matches(unknown[0], RETENTION_FEATURES, n=1)
+            hint = f"did you mean {close[0]!r}?" if close else f"features: {', '.join(RETENTION_FEATURES)}"
+            raise ConfigError(f"retention_weights: unknown feature {unknown[0]!r}; {hint}")
+        if (self.retention_weights or self.retention_weights_file) and self.retention != "linear":
+            raise ConfigError(
+                f"retention_weights / retention_weights_file weight the linear score, but retention={self.retention}; "
+                "set retention=linear or drop the weights"
+            )
+        if self.retention_weights and self.retention_weights_file:
+            raise ConfigError("give retention_weights or retention_weights_file, not both")
+        if self.addition == "fixed" and self.noisy_writes:
+            raise ConfigError("noisy_writes copies every write, but addition=fixed never writes; pick another addition")

@@ -1,0 +1,472 @@
+"""The `agemem` command line. Each subcommand takes ``--config FILE`` and ``key.sub=value`` overrides."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import yaml
+
+from agemem.core.config import EVAL_VARIANTS
+from agemem.core.configlib import ConfigError, load_config, to_dict
+from agemem.entrypoints.roots import load_command_config, load_eval_config, load_resume_config
+
+
+def _add_config_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", help="YAML file overriding the built-in defaults (see configs/)")
+    parser.add_argument(
+        "overrides",
+        nargs="*",
+        metavar="key.sub=value",
+        help="dotted overrides applied after --config, e.g. env.context.filter_threshold=0.5",
+    )
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from agemem.entrypoints.demo import run_demo
+
+    run_demo(load_command_config(args.config, args.overrides), out=args.out)
+    return 0
+
+
+def _cmd_rollout(args: argparse.Namespace) -> int:
+    from agemem.tasks.run import run_rollouts, task_scorer
+
+    config = load_command_config(args.config, args.overrides)
+    run_rollouts(config, args.out, make_scorer=None if args.no_rewards else task_scorer(config))
+    return 0
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    if args.dry_run:
+        return _cmd_plan(args)
+    flags = [flag for flag, value in _plan_flags(args).items() if value is not None]
+    if flags:
+        raise ConfigError(f"{', '.join(flags)} apply to the memory plan only; add --dry-run (or run `agemem plan`)")
+    from rich.console import Console
+
+    from agemem.core.runs import latest_checkpoint
+    from agemem.train.loop import train
+    from agemem.train.summary import summary_table, weight_change
+
+    load = load_resume_config if args.resume else load_command_config
+    config = load(args.config, args.overrides)  # --resume alone continues with the run's own config
+    history = train(config, resume=args.resume)
+    checkpoint = latest_checkpoint(Path(config.output_dir))
+    if history and checkpoint is not None and _is_main_process():
+        Console().print(summary_table(history, weight_change(config, checkpoint)))
+        print(f"run: {config.output_dir} (metrics.jsonl, trajectories.jsonl); checkpoint: {checkpoint}")
+    return 0
+
+
+def _is_main_process() -> bool:
+    """Rank 0 under accelerate / torchrun (RANK unset in a single process)."""
+    return os.environ.get("RANK", "0") == "0"
+
+
+def _add_plan_arguments(parser: argparse.ArgumentParser) -> None:
+    plan = parser.add_argument_group("memory plan (nothing is loaded: sizes come from the model's config.json)")
+    plan.add_argument("--gpus", type=int, help="GPUs (data-parallel ranks); default: the accelerate config's, else 8")
+    plan.add_argument(
+        "--gpu-memory-gb", type=float, metavar="GIB", help="memory of one GPU in GiB, as torch reports it (default: 80)"
+    )
+    plan.add_argument(
+        "--accelerate-config", metavar="FILE", help="the accelerate config of the launch (launch/accelerate/*.yaml)"
+    )
+    plan.add_argument("--zero", type=int, metavar="STAGE", help="ZeRO stage 0 (DDP), 2 or 3; overrides the above")
+    plan.add_argument("--json", metavar="PATH", help="also write the plan as JSON")
+
+
+def _plan_flags(args: argparse.Namespace) -> dict[str, object]:
+    return {
+        "--gpus": args.gpus,
+        "--gpu-memory-gb": args.gpu_memory_gb,
+        "--accelerate-config": args.accelerate_config,
+        "--zero": args.zero,
+        "--json": args.json,
+    }
+
+
+def _cmd_plan(args: argparse.Namespace) -> int:
+    """Print the per-GPU memory plan; exit 0 when it fits, 1 when it does not."""
+    from rich.console import Console
+
+    from agemem.train.parallelism import read_accelerate_config
+    from agemem.train.plan import plan_memory, render_plan, write_plan_json
+
+    config = load_command_config(args.config, args.overrides)
+    accelerate = read_accelerate_config(args.accelerate_config) if args.accelerate_config else None
+    memory = 80.0 if args.gpu_memory_gb is None else args.gpu_memory_gb
+    plan = plan_memory(config, gpus=args.gpus, zero=args.zero, gpu_memory_gib=memory, accelerate=accelerate)
+    console = Console(width=None if sys.stdout.isatty() else 160)  # a log keeps the table's formulas readable
+    for part in render_plan(plan, title=f"per-GPU memory plan: {args.config or 'built-in defaults'}"):
+        console.print(part)
+    if args.json:
+        write_plan_json(plan, args.json)
+        console.print(f"plan: {args.json}", soft_wrap=True)
+    return 0 if plan.fits else 1
+
+
+def _cmd_learn(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from agemem.recipes.learn import LearnRunConfig, learn, report_table
+
+    overrides = [*args.overrides, *(["reward.mode=answer_only"] if args.answer_only else [])]
+    config = load_config(LearnRunConfig, args.config, overrides)
+    report = learn(config, progress=config.logging.progress)
+    console = Console()
+    console.print(report_table(report))
+    console.print(f"report: {config.output_dir}/learning.json, plot: {config.output_dir}/learning.png")
+    return 0
+
+
+def _eval_overrides(args: argparse.Namespace) -> list[str]:
+    """The benchmark flags as dotted overrides, applied after the user's (a flag wins)."""
+    flags = []
+    if args.model:
+        flags.append(f"eval.models={json.dumps(args.model)}")
+    if args.variant:
+        flags.append(f"eval.variants={json.dumps(args.variant)}")
+    if getattr(args, "data", None) is not None:
+        flags.append(f"data.source={args.data}")
+    if getattr(args, "data_dir", None) is not None:
+        flags.append(f"alfworld.data_dir={args.data_dir}")
+    if getattr(args, "split", None) is not None:
+        flags.append(f"alfworld.split={args.split}")
+    if args.limit is not None:
+        flags.append(f"{'alfworld' if args.benchmark == 'alfworld' else 'data'}.limit={args.limit}")
+    return [*args.overrides, *flags]
+
+
+def _stream_overrides(args: argparse.Namespace) -> list[str]:
+    """`eval stream` flags as dotted overrides, applied after the user's (a flag wins). ``--capacity`` alone bounds
+    the bank with Xiong et al.'s capacity mode (retention=utility)."""
+    flags = [f"eval.models={json.dumps(args.model)}"] if args.model else []
+    if args.data is not None:
+        flags.append(f"data.source={args.data}")
+    if args.data_dir is not None:
+        flags.append(f"alfworld.data_dir={args.data_dir}")
+    if args.split is not None:
+        flags.append(f"alfworld.split={args.split}")
+    for flag, key in (("task", "task"), ("addition", "addition"), ("deletion", "deletion"), ("order", "order")):
+        if getattr(args, flag) is not None:
+            flags.append(f"stream.{key}={getattr(args, flag)}")
+    for flag in ("retention", "retrieval", "capacity", "limit", "replay_of"):
+        if getattr(args, flag) is not None:
+            flags.append(f"stream.{flag}={getattr(args, flag)}")
+    if args.capacity is not None and args.retention is None:
+        flags.append("stream.retention=utility")
+    return [*args.overrides, *flags]
+
+
+def _cmd_eval_stream(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from agemem.eval.stream.evaluate import evaluate_stream, results_table, tune_retention
+
+    config = load_eval_config(args.config, _stream_overrides(args), args.model or [])
+    console = Console()
+    if args.tune_retention:
+        report = tune_retention(config, args.out)
+        console.print(f"CEM objective {report['objective']:.4f}; weights: {args.out}/retention_weights.json")
+        return 0
+    if args.sweep:
+        from agemem.eval.stream.sweep import load_sweep, run_sweep
+
+        runs = run_sweep(config, load_sweep(args.sweep), args.out)
+        files = ["comparison.json", "comparison.md", "comparison.png"]
+    else:
+        runs = [evaluate_stream(config, args.out)]
+        files = ["results.json", "results.md", "stream.png", "steps.jsonl"]
+    console.print(results_table(f"stream: {runs[0]['task']}", runs))
+    console.print(f"results: {', '.join(f'{args.out}/{name}' for name in files)}", soft_wrap=True)
+    return 0
+
+
+def _cmd_eval(args: argparse.Namespace) -> int:
+    if args.benchmark == "stream":
+        return _cmd_eval_stream(args)
+    from rich.console import Console
+
+    if args.benchmark == "alfworld":
+        from agemem.eval.alfworld import evaluate_alfworld as evaluate
+        from agemem.eval.alfworld import results_table
+    else:
+        from agemem.eval.hotpotqa import evaluate_hotpotqa as evaluate
+        from agemem.eval.hotpotqa import results_table
+
+    config = load_eval_config(args.config, _eval_overrides(args), args.model or [])
+    runs = evaluate(config, args.out)
+    console = Console()
+    console.print(results_table(runs))
+    stem = "results" if len(runs) == 1 else "comparison"
+    files = ", ".join(f"{args.out}/{stem}.{ext}" for ext in ("json", "md", *(["png"] if config.eval.plot else [])))
+    console.print(f"results: {files}", soft_wrap=True)
+    return 0
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from agemem.entrypoints.export import ExportError, ExportSettings, export_policy
+
+    console = Console(stderr=True)
+    try:
+        settings = ExportSettings(
+            merge_lora=args.merge_lora,
+            dtype=args.dtype,
+            force=args.force,
+            check=not args.no_check,
+            eval_results=tuple(args.eval_results),
+            device=args.device,
+        )
+        with console.status(f"exporting {args.checkpoint} → {args.out}"):
+            report = export_policy(
+                args.checkpoint, args.out, settings, overrides=args.overrides, config_file=args.config
+            )
+    except ExportError as err:
+        console.print(f"agemem export: {err}", markup=False)
+        return 2
+    episode = report.check.get("episode", {})
+    calls = [name for turn in episode.get("turns", []) for name in turn["tool_calls"]]
+    lines = [
+        f"exported {report.kind} (step {report.step}) to {report.out} in {report.seconds:.1f} s: dtype {report.dtype}, "
+        + ("LoRA merged" if report.merged else "LoRA kept in adapter/" if report.adapter else "full weights"),
+    ]
+    if report.check:
+        lines.append(
+            f"self-check: reloaded with transformers, max |logit difference| "
+            f"{report.check.get('max_abs_logit_difference', 0.0):.2g}; scripted conversation made "
+            f"{len(calls)} tool call(s) {calls}"
+        )
+    sys.stdout.write("\n".join(lines) + "\n")
+    return 0
+
+
+def _cmd_chat(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from agemem.core.memory_store import MemoryFileError
+    from agemem.entrypoints.agent import MemoryAgent
+    from agemem.entrypoints.terminal import run_chat
+
+    try:
+        agent = MemoryAgent.from_pretrained(
+            args.model,
+            memory=None if args.memory in ("", "none", ":memory:") else args.memory,
+            endpoint=args.endpoint,
+            served_model=args.served_model,
+            api=args.api,
+            device=args.device,
+            temperature=args.temperature,
+            max_tokens=args.max_tokens,
+            user=args.user,
+            max_steps_per_turn=args.max_steps,
+        )
+    except MemoryFileError as err:
+        sys.stderr.write(f"agemem chat: {err}\n")
+        return 2
+    with agent:
+        return run_chat(agent, Console(highlight=False))
+
+
+def _cmd_config(args: argparse.Namespace) -> int:
+    config = load_command_config(args.config, args.overrides)
+    sys.stdout.write(yaml.safe_dump(to_dict(config), sort_keys=False))
+    return 0
+
+
+def _cmd_tools(args: argparse.Namespace) -> int:
+    from agemem.core.prompts import system_prompt
+    from agemem.core.tools import schemas_json
+
+    sys.stdout.write((system_prompt(args.format) if args.system_prompt else schemas_json()) + "\n")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="agemem", description="Train LLM agents to manage their own memory (AgeMem).")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    handlers: dict[str, Callable[[argparse.Namespace], int]] = {}
+
+    demo = commands.add_parser("demo", help="run one scripted three-stage episode on a HotpotQA question")
+    _add_config_arguments(demo)
+    demo.add_argument("--out", help="also write the episode record (JSON) here")
+    handlers["demo"] = _cmd_demo
+
+    rollout = commands.add_parser("rollout", help="play tasks x K three-stage rollouts with the policy; write JSONL")
+    _add_config_arguments(rollout)
+    rollout.add_argument("--out", default="runs/rollouts", help="output directory (trajectories.jsonl, summary.json)")
+    rollout.add_argument("--no-rewards", action="store_true", help="skip scoring (no judge calls)")
+    handlers["rollout"] = _cmd_rollout
+
+    train = commands.add_parser("train", help="step-wise GRPO training (accelerate; see launch/ for multi-GPU)")
+    _add_config_arguments(train)
+    train.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in output_dir")
+    train.add_argument(
+        "--dry-run", action="store_true", help="print the per-GPU memory plan and exit (the same as `agemem plan`)"
+    )
+    _add_plan_arguments(train)
+    handlers["train"] = _cmd_train
+
+    plan = commands.add_parser(
+        "plan", help="per-GPU memory of `agemem train` (weights, optimizer, reference, vLLM, activations): fits?"
+    )
+    _add_config_arguments(plan)
+    _add_plan_arguments(plan)
+    handlers["plan"] = _cmd_plan
+
+    learn = commands.add_parser(
+        "learn", help="CPU demo: tokenizer -> SFT warm start -> GRPO -> held-out eval, with a table and a plot"
+    )
+    _add_config_arguments(learn)
+    learn.add_argument(
+        "--answer-only", action="store_true", help="ablation: train with R = R_task + penalties (reward.mode)"
+    )
+    handlers["learn"] = _cmd_learn
+
+    evaluate = commands.add_parser("eval", help="evaluate checkpoints, models or endpoints on task benchmarks")
+    benchmarks = evaluate.add_subparsers(dest="benchmark", metavar="BENCHMARK", required=True)
+    hotpotqa = benchmarks.add_parser(
+        "hotpotqa", help="HotpotQA as three-stage memory episodes: J, EM, F1, MQ, TN, TC (table, JSON, plot)"
+    )
+    _add_config_arguments(hotpotqa)
+    hotpotqa.add_argument(
+        "--model",
+        action="append",
+        metavar="M",
+        help="a training run or checkpoint directory, a LoRA adapter or Hugging Face directory, a hub id, or "
+        "openai:<model>@<base_url>; repeat to compare models side by side (default: policy.model)",
+    )
+    hotpotqa.add_argument(
+        "--data", metavar="PATH", help="HotpotQA JSON file, datasets directory or hub id (data.source)"
+    )
+    hotpotqa.add_argument("--out", default="runs/eval/hotpotqa", metavar="DIR", help="output directory (resumable)")
+    hotpotqa.add_argument(
+        "--variant", action="append", choices=EVAL_VARIANTS, help="tool variant; repeat for several (default: agemem)"
+    )
+    hotpotqa.add_argument("--limit", type=int, metavar="N", help="evaluate the first N questions (data.limit)")
+    alfworld = benchmarks.add_parser(
+        "alfworld", help="ALFWorld games with environment commands and the memory tools: SR per task type, steps, TC"
+    )
+    _add_config_arguments(alfworld)
+    alfworld.add_argument(
+        "--model", action="append", metavar="M", help="the model, in any --model form of eval hotpotqa; repeatable"
+    )
+    alfworld.add_argument(
+        "--data-dir",
+        metavar="D",
+        help="folder holding json_2.1.1/<split>/ (alfworld.data_dir; default: $ALFWORLD_DATA, else ~/.cache/alfworld)",
+    )
+    alfworld.add_argument("--split", choices=["valid_seen", "valid_unseen"], help="games to play (alfworld.split)")
+    alfworld.add_argument("--out", default="runs/eval/alfworld", metavar="DIR", help="output directory (resumable)")
+    alfworld.add_argument(
+        "--variant", action="append", choices=EVAL_VARIANTS, help="tool variant; repeat for several (default: agemem)"
+    )
+    alfworld.add_argument("--limit", type=int, metavar="N", help="play the first N games (alfworld.limit)")
+    stream = benchmarks.add_parser(
+        "stream",
+        help="a long stream of tasks with an experience memory: memory addition, deletion and bounded retention",
+    )
+    _add_config_arguments(stream)
+    stream.add_argument("--task", choices=["hotpotqa", "alfworld", "synthetic"], help="the stream (stream.task)")
+    stream.add_argument("--model", action="append", metavar="M", help="the model, in any --model form of eval hotpotqa")
+    stream.add_argument("--data", metavar="PATH", help="HotpotQA JSON file, datasets directory or hub id (data.source)")
+    stream.add_argument("--data-dir", metavar="DIR", help="ALFWorld games folder (alfworld.data_dir)")
+    stream.add_argument("--split", choices=["valid_seen", "valid_unseen"], help="ALFWorld split (alfworld.split)")
+    stream.add_argument(
+        "--addition", choices=["fixed", "add_all", "coarse", "strict", "policy"], help="stream.addition"
+    )
+    stream.add_argument("--deletion", choices=["none", "periodic", "history", "combined"], help="stream.deletion")
+    stream.add_argument(
+        "--retention",
+        choices=["none", "utility", "fifo", "lru", "lfu", "random", "ebbinghaus", "linear"],
+        help="bounded-bank eviction policy (stream.retention)",
+    )
+    stream.add_argument("--capacity", type=int, metavar="N", help="bank size bound; alone: retention=utility")
+    stream.add_argument("--retrieval", choices=["similar", "recent", "none"], help="stream.retrieval")
+    stream.add_argument("--order", choices=["given", "shuffled", "shift"], help="task order (stream.order)")
+    stream.add_argument("--limit", type=int, metavar="N", help="tasks in the stream (stream.limit)")
+    stream.add_argument("--replay-of", metavar="DIR", help="error-free replay of a finished run (stream.replay_of)")
+    stream.add_argument("--sweep", metavar="FILE", help="run the strategies of a sweep file (configs/sweeps/)")
+    stream.add_argument(
+        "--tune-retention", action="store_true", help="CEM search of the linear retention weights on this stream"
+    )
+    stream.add_argument("--out", default="runs/eval/stream", metavar="DIR", help="output directory (resumable)")
+    handlers["eval"] = _cmd_eval
+
+    export = commands.add_parser(
+        "export", help="write a checkpoint as a plain Hugging Face model directory with the agent's tools and prompt"
+    )
+    export.add_argument("--checkpoint", required=True, help="training run, checkpoints/step_N, LoRA adapter or model")
+    export.add_argument("--out", required=True, help="the export directory (must be empty unless --force)")
+    export.add_argument(
+        "--merge-lora",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="merge a LoRA adapter into its base (default); --no-merge-lora writes the base plus adapter/",
+    )
+    export.add_argument(
+        "--dtype", default="auto", help="auto (as trained), bf16, fp16 or fp32: dtype of the written weights"
+    )
+    export.add_argument("--force", action="store_true", help="replace a non-empty --out after the new export passed")
+    export.add_argument(
+        "--eval-results", action="append", default=[], help="results.json (or a folder of them) for the model card"
+    )
+    export.add_argument("--no-check", action="store_true", help="skip the reload and scripted-conversation check")
+    export.add_argument("--device", default="cpu", help="where the model is loaded for the export (cpu, cuda, auto)")
+    export.add_argument("--config", help="the YAML a checkpoint outside its run was trained with (a run has its own)")
+    export.add_argument("overrides", nargs="*", metavar="key.sub=value", help="overrides of the run's config.json")
+    handlers["export"] = _cmd_export
+
+    chat = commands.add_parser("chat", help="talk to an exported policy in the terminal; its tool calls are shown")
+    chat.add_argument("--model", required=True, help="a directory written by agemem export")
+    chat.add_argument("--memory", default="memory.sqlite", help="long-term memory file (SQLite); none: in RAM only")
+    chat.add_argument("--endpoint", help="OpenAI-compatible API root serving the export, e.g. http://localhost:8000/v1")
+    chat.add_argument("--served-model", help="the endpoint's model name (default: the --model path, as vllm serve)")
+    chat.add_argument("--api", choices=["completions", "chat"], default="completions", help="endpoint API")
+    chat.add_argument("--device", default="auto", help="local model device (auto, cpu, cuda)")
+    chat.add_argument("--temperature", type=float, help="sampling temperature (default: as trained)")
+    chat.add_argument("--max-tokens", type=int, help="longest reply in tokens (default: as trained)")
+    chat.add_argument("--max-steps", type=int, help="replies per user turn before giving up (default: from export)")
+    chat.add_argument("--user", default="default", help="memory scope: one bank per user in the same file")
+    handlers["chat"] = _cmd_chat
+
+    config = commands.add_parser("config", help="print the resolved configuration as YAML")
+    _add_config_arguments(config)
+    handlers["config"] = _cmd_config
+
+    tools = commands.add_parser("tools", help="print the six tool schemas (JSON lines) or the system prompt")
+    tools.add_argument("--system-prompt", action="store_true", help="print the full system prompt instead")
+    tools.add_argument("--format", choices=["agemem", "native"], default="agemem", help="tool format of the prompt")
+    handlers["tools"] = _cmd_tools
+
+    parser.set_defaults(handlers=handlers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    # flags may come between overrides (`a=1 --resume b=2`): argparse leaves the later overrides over
+    stray = [item for item in extra if "=" not in item or item.startswith("-")]
+    if stray or (extra and not hasattr(args, "overrides")):
+        parser.error(f"unrecognized arguments: {' '.join(stray or extra)}")
+    if extra:
+        args.overrides = [*args.overrides, *extra]
+    if args.command is None:
+        parser.print_help()
+        return 0
+    try:
+        return args.handlers[args.command](args)
+    except ConfigError as err:
+        parser.exit(2, f"agemem {args.command}: configuration error: {err}\n")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,213 @@
+"""A scripted, deliberately imperfect expert for synthetic memory tasks: the SFT warm start's teacher.
+
+The expert reads the conversation the policy would see and writes an AgeMem-format response.
+Its good habits are the memory skills GRPO should strengthen, each taken only with some
+probability so that the imitating policy has room to improve:
+
+* Stage 1: each fact paragraph is stored with ``Add_memory`` with probability ``store_fact``
+  (all kept paragraphs go in one tool call); otherwise it just acknowledges;
+* Stage 2: a distractor is stored with probability ``store_distractor`` (a bad habit: a
+  look-alike in LTM competes with the real fact at retrieval time);
+* Stage 3: it calls ``Retrieve_memory`` with the question with probability ``retrieve``, then
+  answers from what it can see: the asked person's sentence if visible, else the value of the
+  closest look-alike sentence (the confusion a careless reader makes), else ``unknown``.
+
+Every decision is a function of (``seed``, task, decision), never of call order, so the same
+tasks always give the same demonstrations whatever the batching.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from agemem.rollouts.engines.base import Completion, SamplingParams
+from agemem.rollouts.synthetic import BY_NAME
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+    from agemem.rollouts.tasks import Task
+
+UNKNOWN_ANSWER = "unknown"
+
+
+def parse_chatml(text: str) -> list[dict[str, str]]:
+    """Split a rendered ChatML prompt back into role/content messages (the generation prompt dropped).
+
+    Tool results come back as ``user`` messages whose content holds ``<tool_response>`` blocks.
+    """
+    text = text.removesuffix("<|im_start|>assistant\n")
+    messages = []
+    for block in text.split("<|im_start|>")[1:]:
+        role, _, rest = block.partition("\n")
+        messages.append({"role": role, "content": rest.split("<|im_end|>")[0]})
+    return messages
+
+
+def is_tool_response(message: dict[str, str]) -> bool:
+    return message["role"] == "user" and message["content"].startswith("<tool_response>")
+
+
+def tool_call_text(thought: str, calls: list[tuple[str, dict[str, Any]]]) -> str:
+    payload = json.dumps([{"name": name, "arguments": arguments} for name, arguments in calls], ensure_ascii=False)
+    return f"<think>{thought}</think><tool_call>{payload}</tool_call>"
+
+
+def answer_text(thought: str, answer: str) -> str:
+    return f"<think>{thought}</think><answer>{answer}</answer>"
+
+
+@dataclass(frozen=True)
+class ExpertHabits:
+    """How often the expert does the right thing (each in [0, 1])."""
+
+    store_fact: float = 0.5
+    """probability of storing each Stage-1 paragraph."""
+    store_distractor: float = 0.25
+    """probability of storing a Stage-2 distractor (a mistake)."""
+    retrieve: float = 0.6
+    """probability of retrieving before answering the Stage-3 question."""
+    seed: int = 0
+    """seed of the expert's coin flips."""
+    quote_evidence: bool = False
+    """the answer's thought quotes the sentence the value is read from ("X has a pet gecko."), so the answer
+    is a copy of the word that follows the quoted words in the retrieved memory."""
+    quote_style: str = "sentence"
+    """with ``quote_evidence``: ``sentence`` quotes it whole; ``clause`` quotes it without the person's name
+    ("Memory: has a pet gecko."), so the quote starts at a fixed place instead of with a name to pick."""
+    whole_message: bool = False
+    """store a Stage-1 message as it came (lead-in included) in one entry instead of its bare paragraphs:
+    the content to copy then starts right after the user tag, which a small model finds without searching."""
+
+    def __post_init__(self) -> None:
+        if self.quote_style not in QUOTE_STYLES:
+            raise ValueError(f"quote_style={self.quote_style!r} is not one of {QUOTE_STYLES}")
+        for name in ("store_fact", "store_distractor", "retrieve"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"{name}={value} is a probability; use a value in [0, 1]")
+
+
+class SyntheticExpert:
+    """``expert(conversation) -> response text`` for the synthetic tasks it was built with."""
+
+    def __init__(self, tasks: Sequence[Task], habits: ExpertHabits):
+        self.habits = habits
+        self._paragraphs: dict[str, tuple[Task, str]] = {}
+        self._distractors: dict[str, Task] = {}
+        self._questions: dict[str, Task] = {}
+        for task in tasks:
+            if task.metadata.get("source") != "synthetic":
+                raise ValueError(f"task {task.id!r} is not synthetic; the expert knows only rollouts/synthetic tasks")
+            for paragraph in task.contexts:
+                self._paragraphs[paragraph.text] = (task, paragraph.title)
+            for text in task.distractors:
+                self._distractors[text] = task
+            self._questions[task.question] = task
+
+    def __call__(self, conversation: list[dict[str, str]]) -> str:
+        users = [i for i, m in enumerate(conversation) if m["role"] == "user" and not is_tool_response(m)]
+        if not users:  # Filter_context removed what it was answering: nothing left to do
+            return answer_text("Nothing to do.", "OK")
+        message = conversation[users[-1]]["content"]
+        acted = any(m["role"] == "assistant" for m in conversation[users[-1] + 1 :])
+        if message in self._questions:
+            return self._answer_question(self._questions[message], conversation, acted)
+        if message in self._distractors:
+            task = self._distractors[message]
+            if not acted and self._flip(task, f"distractor:{message}", self.habits.store_distractor):
+                return tool_call_text("Worth keeping.", [("Add_memory", {"content": message})])
+            return answer_text("Noted.", "OK")
+        facts = [(text, owner) for text, owner in self._paragraphs.items() if text in message]
+        if acted or not facts:
+            return answer_text("Noted.", "OK")
+        facts.sort(key=lambda item: message.index(item[0]))
+        kept = [text for text, (task, title) in facts if self._flip(task, f"fact:{title}", self.habits.store_fact)]
+        if not kept:
+            return answer_text("Not needed.", "OK")
+        if self.habits.whole_message:
+            return tool_call_text("Worth keeping.", [("Add_memory", {"content": message})])
+        return tool_call_text("Worth keeping.", [("Add_memory", {"content": text}) for text in kept])
+
+    def _answer_question(self, task: Task, conversation: list[dict[str, str]], acted: bool) -> str:
+        if not acted and self._flip(task, "retrieve", self.habits.retrieve):
+            return tool_call_text("Check memory.", [("Retrieve_memory", {"query": task.question})])
+        visible = "\n".join(m["content"] for m in conversation[1:])
+        evidence = visible_evidence(task, visible)
+        if evidence is None:
+            return answer_text("Answer.", UNKNOWN_ANSWER)
+        value, sentence = evidence
+        # quoting the sentence turns reading into copying: the value follows the quoted words in context
+        thought = evidence_thought(sentence, self.habits.quote_style) if self.habits.quote_evidence else "Answer."
+        return answer_text(thought, value)
+
+    def _flip(self, task: Task, decision: str, probability: float) -> bool:
+        digest = hashlib.blake2b(f"{self.habits.seed}:{task.id}:{decision}".encode(), digest_size=8).digest()
+        return int.from_bytes(digest, "little") / 2**64 < probability
+
+
+QUOTE_STYLES = ("sentence", "clause")
+_LEADING_NAME = re.compile(r"^[A-Z][a-z]+ [A-Z][a-z]+(?:'s)?")
+
+
+def evidence_thought(sentence: str, style: str) -> str:
+    """The thought quoting ``sentence`` before answering: the sentence itself, or (``clause``) "Memory:"
+    and the sentence without its leading name ("Memory: favourite colour is teal."), whose words and value
+    follow one another in the memory as in the quote."""
+    if style == "sentence":
+        return sentence
+    return "Memory:" + _LEADING_NAME.sub("", sentence)
+
+
+def visible_answer(task: Task, visible: str) -> str:
+    """What a reader of ``visible`` answers: the asked person's value of the asked attribute if a
+    sentence states it, else the value stated for the most similar-looking name, else ``unknown``."""
+    evidence = visible_evidence(task, visible)
+    return evidence[0] if evidence is not None else UNKNOWN_ANSWER
+
+
+def visible_evidence(task: Task, visible: str) -> tuple[str, str] | None:
+    """``(value, sentence)`` :func:`visible_answer` reads its answer from, or None when nothing states it."""
+    attribute = BY_NAME[task.metadata["attribute"]]
+    entity = task.metadata["entity"]
+    pattern = re.escape(attribute.fact).replace(re.escape("{entity}"), r"(?P<entity>[A-Z][a-z]+ [A-Z][a-z]+)")
+    pattern = pattern.replace(re.escape("{value}"), "(?P<value>" + "|".join(map(re.escape, attribute.values)) + ")")
+    stated = [(m["entity"], m["value"], m.group(0)) for m in re.finditer(pattern, visible)]
+    if not stated:
+        return None
+    _, value, sentence = max(
+        stated, key=lambda nvs: (nvs[0] == entity, difflib.SequenceMatcher(None, nvs[0], entity).ratio())
+    )
+    return value, sentence
+
+
+@dataclass
+class ExpertEngine:
+    """An engine whose 'model' is a scripted expert: prompts are decoded back to the conversation,
+    and the expert's text is encoded with the policy's tokenizer (plus the end-of-turn id), so
+    the demonstrations are token sequences the policy can be trained on directly."""
+
+    tokenizer: PreTrainedTokenizerBase
+    expert: Callable[[list[dict[str, str]]], str]
+    end_of_turn_id: int
+    name: str = "expert"
+
+    def generate(
+        self,
+        prompts: Sequence[Sequence[int]],
+        sampling: SamplingParams,
+        *,
+        messages: Sequence[list[dict[str, Any]]] | None = None,
+    ) -> list[Completion]:
+        completions = []
+        for ids in prompts:
+            text = self.expert(parse_chatml(self.tokenizer.decode(list(ids))))
+            token_ids = self.tokenizer(text, add_special_tokens=False)["input_ids"] + [self.end_of_turn_id]
+            completions.append(Completion(token_ids, None, "stop"))
+        return completions

@@ -1,0 +1,125 @@
+"""The task seam: what a task is to the trainer and the rollout CLI, and the registry that names them.
+
+A task registers one :class:`TaskSpec` under its name (``register_task``); ``data.source`` picks it
+(:func:`task_for_source`: a registered name, or a source a task accepts, such as a HotpotQA file or hub id).
+A spec says
+
+* how its items load (:meth:`TaskSpec.load`, from the whole config: ``data.*``, ``alfworld.*``, ...);
+* what the run needs set up for it (:meth:`TaskSpec.configure`: e.g. the ALFWorld system prompt);
+* what each stage shows (:meth:`TaskSpec.stages`) and how an episode runs (:meth:`TaskSpec.episodes`: a factory
+  the rollout driver calls with the shared :class:`~agemem.rollouts.episode.EpisodeSetup`);
+* whether Stage 2 draws distractors (``uses_distractors``), and how a finished trajectory is scored
+  (:meth:`TaskSpec.scorer`).
+
+A new task is one module with one ``register_task(...)`` call, imported by ``agemem.tasks`` (or by its user).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
+
+from agemem.core.configlib import ConfigError
+
+if TYPE_CHECKING:
+    from agemem.core.config import AgeMemConfig, RolloutConfig
+    from agemem.core.encoders import Encoder
+    from agemem.rollouts.driver import EpisodeFactory
+    from agemem.rollouts.episode import Stages
+    from agemem.rollouts.run import TrajectoryScorer
+    from agemem.rollouts.tasks import Task
+
+
+class TaskSpec(Protocol):
+    """One kind of task: its items, its episode, what each stage shows, and its reward."""
+
+    name: str
+    """the registry key, and the ``data.source`` that picks the task."""
+    uses_distractors: bool
+    """Stage 2 shows distractors made by ``distractors.*`` (False: an empty Stage 2)."""
+
+    def accepts(self, source: str) -> bool:
+        """Whether ``data.source`` (other than a registered name) means this task, e.g. a HotpotQA file."""
+        ...
+
+    def configure(self, config: AgeMemConfig) -> AgeMemConfig:
+        """``config`` as the task's runs need it (return it unchanged when nothing is needed)."""
+        ...
+
+    def load(self, config: AgeMemConfig) -> list[Task]:
+        """Every item of the configured split, in a fixed order (``data.limit`` is applied by the caller)."""
+        ...
+
+    def stages(self, task: Task, distractors: list[str], rollout: RolloutConfig) -> Stages:
+        """What Stage 1, 2 and 3 show for ``task``."""
+        ...
+
+    def episodes(self, config: AgeMemConfig) -> EpisodeFactory:
+        """How one rollout of a task plays: ``(task, distractors, env, setup, rollout_index) -> episode run``."""
+        ...
+
+    def scorer(self, config: AgeMemConfig, encoder: Encoder | None) -> TrajectoryScorer:
+        """Fills ``trajectory.reward`` with the composite breakdown (``total`` is the reward GRPO uses)."""
+        ...
+
+
+_REGISTRY: dict[str, TaskSpec] = {}
+
+
+def register_task(spec: TaskSpec, *, replace: bool = False) -> TaskSpec:
+    """Add ``spec`` under ``spec.name``; a second task of the same name is an error unless ``replace``."""
+    if spec.name in _REGISTRY and not replace and _REGISTRY[spec.name] is not spec:
+        raise ValueError(f"a task named {spec.name!r} is registered already; pass replace=True to replace it")
+    _REGISTRY[spec.name] = spec
+    return spec
+
+
+def unregister_task(name: str) -> None:
+    _REGISTRY.pop(name, None)
+
+
+def task_names() -> list[str]:
+    """The registered tasks, sorted."""
+    return sorted(_REGISTRY)
+
+
+def get_task(name: str) -> TaskSpec:
+    """The task registered as ``name``; an error names the known tasks and how to add one."""
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise ConfigError(
+            f"no task named {name!r}; known tasks: {', '.join(task_names())}. To fix: pick one of them, or register "
+            "yours with agemem.tasks.register_task(spec) in a module imported before the run"
+        ) from None
+
+
+def task_for_source(source: str) -> TaskSpec:
+    """The task ``data.source`` names: a registered name, else the task that accepts the source."""
+    if source in _REGISTRY:
+        return _REGISTRY[source]
+    for name in task_names():
+        if _REGISTRY[name].accepts(source):
+            return _REGISTRY[name]
+    raise ConfigError(
+        f"data.source={source!r} names no task; known tasks: {', '.join(task_names())} (hotpotqa also takes a "
+        "HotpotQA JSON file, a datasets directory, a hub id such as hotpotqa/hotpot_qa, or bundled:hotpotqa). "
+        "Fix data.source, or register a task with agemem.tasks.register_task(spec)"
+    )
+
+
+def load_tasks(config: AgeMemConfig, *, apply_limit: bool = True) -> list[Task]:
+    """The items of the task ``data.source`` names (the first ``data.limit`` unless ``apply_limit=False``)."""
+    tasks = task_for_source(config.data.source).load(config)
+    return tasks[: config.data.limit] if config.data.limit and apply_limit else tasks
+
+
+def load_task_pool(config: AgeMemConfig) -> tuple[list[Task], list[Task]]:
+    """``(tasks, pool)``: the first ``data.limit`` items to play and every item (the corpus distractor pool)."""
+    pool = load_tasks(config, apply_limit=False)
+    return (pool[: config.data.limit] if config.data.limit else pool), pool
+
+
+def no_distractors(tasks: Sequence[Task]) -> dict[str, list[str]]:
+    """An empty Stage 2 for every task (tasks with ``uses_distractors = False``)."""
+    return {task.id: [] for task in tasks}

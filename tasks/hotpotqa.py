@@ -1,0 +1,71 @@
+"""HotpotQA as a task: the three-stage episode (paragraphs, distractors, question), the judge's composite reward.
+
+``data.source`` is ``hotpotqa`` (the bundled sample), or anything :func:`agemem.rollouts.hotpotqa.load_hotpotqa`
+reads: ``bundled:hotpotqa``, a JSON file, a ``datasets`` directory, a hub id such as ``hotpotqa/hotpot_qa``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from agemem.rewards.build import RewardScorer, build_scorer
+from agemem.rollouts.driver import EpisodeFactory, three_stage_episode
+from agemem.rollouts.episode import Stages, qa_stages
+from agemem.tasks.base import register_task
+
+if TYPE_CHECKING:
+    from agemem.core.config import AgeMemConfig, RolloutConfig
+    from agemem.core.encoders import Encoder
+    from agemem.rollouts.tasks import Task
+
+BUNDLED = "bundled:hotpotqa"
+"""what ``data.source=hotpotqa`` loads: the sample shipped with agemem."""
+
+
+@dataclass(frozen=True)
+class QATask:
+    """A question-answering task (HotpotQA, synthetic): Stage 1 its paragraphs, Stage 2 distractors, Stage 3 its
+    question; scored by the judge and the composite reward (``agemem.rewards.build.build_scorer``)."""
+
+    name: str
+    loader: Callable[[AgeMemConfig], list[Task]]
+    """every item of the configured split."""
+    claims: Callable[[str], bool] = lambda source: False
+    """which ``data.source`` values, besides ``name``, mean this task."""
+    uses_distractors: bool = True
+
+    def accepts(self, source: str) -> bool:
+        return self.claims(source)
+
+    def configure(self, config: AgeMemConfig) -> AgeMemConfig:
+        return config
+
+    def load(self, config: AgeMemConfig) -> list[Task]:
+        return self.loader(config)
+
+    def stages(self, task: Task, distractors: list[str], rollout: RolloutConfig) -> Stages:
+        return qa_stages(task, distractors, rollout)
+
+    def episodes(self, config: AgeMemConfig) -> EpisodeFactory:
+        return three_stage_episode
+
+    def scorer(self, config: AgeMemConfig, encoder: Encoder | None) -> RewardScorer:
+        return build_scorer(config, encoder)
+
+
+def is_hotpotqa_source(source: str) -> bool:
+    """A path, a ``bundled:`` name or a hub id (``owner/name``): whatever is not a bare word."""
+    return any(mark in source for mark in ("/", ":", ".", "\\", "~"))
+
+
+def load_hotpotqa_tasks(config: AgeMemConfig) -> list[Task]:
+    from agemem.rollouts.hotpotqa import load_hotpotqa
+
+    data = config.data
+    source = BUNDLED if data.source == "hotpotqa" else data.source
+    return load_hotpotqa(source, split=data.split, hub_config=data.hub_config)
+
+
+HOTPOTQA = register_task(QATask("hotpotqa", load_hotpotqa_tasks, is_hotpotqa_source))

@@ -1,0 +1,57 @@
+"""Config roots per command, and a run's saved config as the default for its checkpoint."""
+
+import json
+
+import pytest
+
+from agemem.core.config import AgeMemConfig
+from agemem.core.configlib import ConfigError
+from agemem.entrypoints.roots import load_command_config, load_eval_config, load_resume_config
+from agemem.recipes.learn import LearnRunConfig
+
+
+def _run(root, **sections):
+    """A training run directory as agemem train leaves it: config.json and one complete checkpoint."""
+    tree = {"output_dir": str(root), "max_steps": 7, **sections}
+    root.mkdir(parents=True)
+    (root / "config.json").write_text(json.dumps(tree))
+    checkpoint = root / "checkpoints" / "step_000001"
+    (checkpoint / "policy").mkdir(parents=True)
+    (checkpoint / "trainer_state.json").write_text(json.dumps({"step": 1, "tasks_seen": 4, "world_size": 1}))
+    return root
+
+
+def test_a_recipe_file_loads_with_its_recipe_root_everywhere():
+    assert type(load_command_config("configs/learn_cpu.yaml", [])) is LearnRunConfig
+    assert type(load_command_config("configs/tiny_cpu.yaml", [])) is AgeMemConfig
+    assert type(load_command_config(None, ["learn.seeds=[1]"])) is LearnRunConfig
+
+
+def test_evaluating_a_run_without_config_plays_in_the_run_s_environment(tmp_path):
+    run = _run(tmp_path / "run", sampling={"max_tokens": 48}, rollout={"stage1_max_steps": 5}, train={"epochs": 3})
+    config = load_eval_config(None, ["eval.plot=false"], [str(run)])
+    assert config.sampling.max_tokens == 48 and config.rollout.stage1_max_steps == 5
+    assert config.train.epochs == AgeMemConfig().train.epochs  # training settings are not the environment
+    assert config.eval.plot is False  # the command's own flags still apply on top
+    # a checkpoint of the run, and a base model compared beside it, play in the same environment
+    checkpoint = str(run / "checkpoints" / "step_000001")
+    assert load_eval_config(None, [], ["Qwen/Qwen2.5-7B-Instruct", checkpoint]).sampling.max_tokens == 48
+    # --config wins over the run
+    assert load_eval_config("configs/tiny_cpu.yaml", [], [str(run)]).rollout.stage1_max_steps == 2
+    base_only = load_eval_config(None, [], ["Qwen/Qwen2.5-7B-Instruct"])
+    assert base_only.sampling.max_tokens == AgeMemConfig().sampling.max_tokens
+
+
+def test_runs_from_different_environments_need_a_config(tmp_path):
+    a = _run(tmp_path / "a", sampling={"max_tokens": 48})
+    b = _run(tmp_path / "b", sampling={"max_tokens": 64})
+    with pytest.raises(ConfigError, match=r"different environments.*pass --config"):
+        load_eval_config(None, [], [str(a), str(b)])
+
+
+def test_resume_without_config_continues_with_the_run_s_own_config(tmp_path):
+    run = _run(tmp_path / "run", sampling={"max_tokens": 48}, train={"epochs": 3})
+    config = load_resume_config(None, [f"output_dir={run}", "max_steps=9"])
+    assert (config.sampling.max_tokens, config.train.epochs, config.max_steps) == (48, 3, 9)
+    with_file = load_resume_config("configs/tiny_cpu.yaml", [f"output_dir={run}"])
+    assert with_file.sampling.max_tokens == load_command_config("configs/tiny_cpu.yaml", []).sampling.max_tokens

@@ -1,0 +1,130 @@
+"""The imperfect synthetic expert through the real driver, env and tokenizer: what it stores,
+retrieves and answers, and how often it takes each habit."""
+
+from __future__ import annotations
+
+import pytest
+
+from agemem.core.chat import end_of_turn_ids
+from agemem.recipes.learn.expert import (
+    UNKNOWN_ANSWER,
+    ExpertHabits,
+    SyntheticExpert,
+    evidence_thought,
+    parse_chatml,
+    visible_answer,
+)
+from agemem.rollouts.synthetic import generate_synthetic_tasks
+from tests.rollouts.scripted import play_expert
+
+
+@pytest.fixture(scope="module")
+def tasks():
+    return generate_synthetic_tasks(6, seed=3, attributes_per_entity=2, distractors_per_task=2)
+
+
+def test_perfect_expert_stores_every_fact_retrieves_and_answers_right(qwen_tokenizer, tasks):
+    trajectories = play_expert(qwen_tokenizer, tasks, ExpertHabits(1.0, 0.0, 1.0))
+    for trajectory, task in zip(trajectories, tasks):
+        contents = [entry["content"] for entry in trajectory.final_memory]
+        assert contents == [p.text for p in task.contexts]  # one entry per paragraph, in message order
+        calls = [c["name"] for s in trajectory.steps for c in s.tool_calls]
+        assert calls == ["Add_memory"] * 3 + ["Retrieve_memory"]
+        assert trajectory.answer == task.answer
+        assert trajectory.ended_by == "answer"
+        assert all(not s.violations for s in trajectory.steps)
+        # completions are exactly the tokenizer's encoding of the text plus <|im_end|>
+        step = trajectory.steps[0]
+        assert step.completion_ids[-1] == end_of_turn_ids(qwen_tokenizer)[0]
+        assert qwen_tokenizer.decode(step.completion_ids[:-1]) == step.completion_text
+
+
+def test_careless_expert_stores_nothing_and_answers_from_the_lookalike(qwen_tokenizer, tasks):
+    trajectories = play_expert(qwen_tokenizer, tasks, ExpertHabits(0.0, 1.0, 0.0))
+    for trajectory, task in zip(trajectories, tasks):
+        # only the two Stage-2 distractors were stored (the bad habit at probability 1)
+        assert sorted(e["content"] for e in trajectory.final_memory) == sorted(task.distractors)
+        assert not any(c["name"] == "Retrieve_memory" for s in trajectory.steps for c in s.tool_calls)
+        assert trajectory.answer != task.answer  # the distractors never hold the answer
+        assert trajectory.answer == visible_answer(task, "\n".join(task.distractors))
+
+
+def test_habit_rates_match_their_probabilities_and_decisions_are_reproducible(qwen_tokenizer):
+    tasks = generate_synthetic_tasks(200, seed=8, attributes_per_entity=2, distractors_per_task=2)
+    habits = ExpertHabits(store_fact=0.5, store_distractor=0.25, retrieve=0.6, seed=1)
+    expert = SyntheticExpert(tasks, habits)
+    stored = sum(expert._flip(t, f"fact:{p.title}", habits.store_fact) for t in tasks for p in t.contexts)
+    retrieved = sum(expert._flip(t, "retrieve", habits.retrieve) for t in tasks)
+    # 600 paragraph flips at 0.5: sd 12, so +-50 is > 4 sd; 200 retrieval flips at 0.6: sd 7, +-30
+    assert abs(stored - 300) < 50
+    assert abs(retrieved - 120) < 30
+    first = play_expert(qwen_tokenizer, tasks[:4], habits)
+    again = play_expert(qwen_tokenizer, tasks[:4], habits)
+    assert [t.steps[-1].completion_ids for t in first] == [t.steps[-1].completion_ids for t in again]
+
+
+def test_visible_answer_prefers_the_asked_person_then_the_closest_lookalike(tasks):
+    task = tasks[0]
+    support = task.supporting_facts[0].text
+    lookalike = next(d for d in task.distractors if task.metadata["entity"] not in d)
+    assert visible_answer(task, f"{lookalike}\n{support}") == task.answer
+    assert visible_answer(task, "nothing relevant here") == UNKNOWN_ANSWER
+
+
+def test_expert_refuses_non_synthetic_tasks_and_bad_probabilities(tasks):
+    from dataclasses import replace
+
+    with pytest.raises(ValueError, match="not synthetic"):
+        SyntheticExpert([replace(tasks[0], metadata={"source": "hotpotqa"})], ExpertHabits())
+    with pytest.raises(ValueError, match=r"retrieve=1\.5 is a probability"):
+        ExpertHabits(retrieve=1.5)
+
+
+def test_parse_chatml_splits_roles_and_tool_responses(qwen_tokenizer):
+    from agemem.core.chat import render_chat
+
+    messages = [
+        {"role": "system", "content": "S"},
+        {"role": "user", "content": "U"},
+        {"role": "assistant", "content": "A"},
+        {"role": "tool", "content": "{}"},
+    ]
+    parsed = parse_chatml(render_chat(qwen_tokenizer, messages))
+    assert [m["role"] for m in parsed] == ["system", "user", "assistant", "user"]
+    assert parsed[3]["content"] == "<tool_response>\n{}\n</tool_response>"
+
+
+def test_whole_message_expert_stores_each_kept_message_verbatim(qwen_tokenizer, tasks):
+    habits = ExpertHabits(1.0, 0.0, 1.0, whole_message=True)
+    for trajectory, task in zip(play_expert(qwen_tokenizer, tasks, habits), tasks):
+        (entry,) = trajectory.final_memory  # the one Stage-1 message (all people in it), lead-ins included
+        assert all(p.text in entry["content"] for p in task.contexts)
+        assert (
+            entry["content"]
+            == trajectory.steps[0].prompt_text.rsplit("<|im_start|>user\n", 1)[1].split("<|im_end|>")[0]
+        )
+        assert trajectory.answer == task.answer  # the answer is read from the retrieved message
+
+
+def test_quoting_expert_thinks_the_supporting_sentence_before_the_value(qwen_tokenizer, tasks):
+    habits = ExpertHabits(1.0, 0.0, 1.0, quote_evidence=True)
+    for trajectory, task in zip(play_expert(qwen_tokenizer, tasks, habits), tasks):
+        final = trajectory.steps[-1]
+        assert final.thought is not None and final.thought.endswith(f"{task.answer}.")
+        assert task.metadata["entity"] in final.thought  # the asked person's own sentence, quoted from memory
+        assert final.thought in final.prompt_text  # ... word for word, so the value is a copy of what follows it
+        assert trajectory.answer == task.answer
+
+
+def test_clause_quoting_expert_starts_at_a_fixed_place_and_drops_the_name(qwen_tokenizer, tasks):
+    habits = ExpertHabits(1.0, 0.0, 1.0, quote_evidence=True, quote_style="clause")
+    for trajectory, task in zip(play_expert(qwen_tokenizer, tasks, habits), tasks):
+        final = trajectory.steps[-1]
+        assert final.thought.startswith("Memory: ") and task.metadata["entity"] not in final.thought
+        clause = final.thought.removeprefix("Memory:")  # " has a pet gecko.": words then value, as in memory
+        assert clause.endswith(f" {task.answer}.") and clause in final.prompt_text
+        assert trajectory.answer == task.answer
+    assert evidence_thought("Velo Quint's favourite food is sushi.", "clause") == "Memory: favourite food is sushi."
+    assert evidence_thought("Velo Quint plays the harp.", "sentence") == "Velo Quint plays the harp."
+    with pytest.raises(ValueError, match="quote_style='name' is not one of"):
+        ExpertHabits(quote_style="name")
