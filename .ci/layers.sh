@@ -6,7 +6,7 @@ set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 stage="$(mktemp -d)"
 trap 'rm -rf "$stage"' EXIT
-python -m pip install --quiet --no-deps --no-build-isolation --target "$stage" "$repo" >/dev/null
+python -m pip install --quiet --no-deps --target "$stage" "$repo" >/dev/null  # isolated build: setuptools>=68 from pyproject, whatever the machine has
 rm -rf "$repo/build"  # setuptools' scratch folder, not ours to keep
 cd "$stage"
 PYTHONPATH="$stage" lint-imports --config "$repo/.importlinter" --no-cache
