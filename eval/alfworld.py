@@ -30,21 +30,17 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import time
 from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tqdm.auto import tqdm
-
 from agemem.core.chat import end_of_turn_ids
-from agemem.core.config import EVAL_VARIANTS, AgeMemConfig
+from agemem.core.config import AgeMemConfig
 from agemem.core.configlib import ConfigError, to_dict
-from agemem.core.encoders import build_encoder
 from agemem.core.env import MemoryEnv
 from agemem.core.ltm import SnapshotError
 from agemem.eval import metrics
-from agemem.eval.models import Backend, LazyBackend, ResolvedModel, evaluate_models
 from agemem.eval.report import (
     RUN_COLUMNS,
     TOOL_CALL_COLUMNS,
@@ -52,15 +48,13 @@ from agemem.eval.report import (
     Column,
     ExampleLog,
     Panel,
-    check_identity,
-    console_table,
     tool_call_values,
     write_json,
-    write_results,
 )
+from agemem.eval.runner import RunContext, evaluate
 from agemem.eval.variants import apply_variant
 from agemem.rollouts.build import build_resources, sampling_params
-from agemem.rollouts.engines.base import Completion, Engine, SamplingParams, derive_seed
+from agemem.rollouts.engines.base import Completion, Engine, SamplingParams
 from agemem.rollouts.episode import EpisodeSetup, GenerationRequest
 from agemem.tasks.alfworld import (  # noqa: F401  (game_system_prompt, normalize_command: re-exported)
     BENCHMARK,
@@ -73,10 +67,9 @@ from agemem.tasks.alfworld import game_config as with_game_prompt
 from agemem.tasks.alfworld_games import TASK_LABELS, TASK_TYPES, Game, discover_games
 
 if TYPE_CHECKING:
-    from rich.table import Table
-
     from agemem.core.encoders import Encoder
     from agemem.core.ltm import LongTermMemory
+    from agemem.eval.models import Backend
 
 MEMORY_SCOPE = "alfworld"
 """the one long-term memory scope of a run: every game reads and writes it."""
@@ -270,29 +263,116 @@ def resume_point(out: Path, log: ExampleLog, games: Sequence[Game], ltm: LongTer
     return start
 
 
-# --------------------------------------------------------------------------------------------- one run
+# --------------------------------------------------------------------------------------------- the benchmark
 
 
-def run_identity(config: AgeMemConfig, resolved: ResolvedModel, variant: str) -> dict[str, Any]:
-    """What must not change between a run and its resumption (the number of games may grow)."""
-    settings = config.alfworld
-    return {
-        "benchmark": BENCHMARK,
-        "model": resolved.spec,
-        "checkpoint": resolved.checkpoint,
-        "variant": variant,
-        "split": settings.split,
-        "sampling": to_dict(config.sampling),
-        "episode": {
-            "max_env_steps": settings.max_env_steps,
-            "max_replies_per_step": settings.max_replies_per_step,
-            "debrief_replies": settings.debrief_replies,
-            "show_admissible": settings.show_admissible,
-            "tool_format": config.env.tool_format,
-            "system_prompt": config.env.system_prompt,
-        },
-        "encoder": config.env.encoder.model,
-    }
+@dataclass
+class Games:
+    """The games of one run, in play order."""
+
+    items: list[Game]
+
+
+class GameSession:
+    """One model under one variant: the games played side by side in chunks, one long-term memory across them."""
+
+    def __init__(self, run: RunContext, games: Games):
+        config, backend = run.config, run.backend
+        self.config = config
+        self.out = run.out
+        self.resources = build_resources(config, backend.tokenizer, run.shared.get_encoder())
+        self.start = resume_point(run.out, run.log, games.items, self.resources.ltm)
+        self.previous = self.start
+        stop_ids = end_of_turn_ids(backend.tokenizer)
+        self.sampling = sampling_params(config.sampling, stop_ids)
+        policy_summaries = config.env.summarizer.backend == "policy"
+        self.setup = EpisodeSetup(backend.tokenizer, tuple(stop_ids), config.rollout, policy_summaries)
+        self.engine = backend.engine
+        self.offered = run.offered
+        self.position = {g.id: i for i, g in enumerate(games.items)}
+
+    def play(self, chunk: Sequence[Game], seed: int | None, advance: Callable[[int], None]) -> list[dict[str, Any]]:
+        """Play ``chunk`` side by side, then save the memory: the commit point (memory first, then the records)."""
+        runs = [
+            GameEpisode(game, MemoryEnv(self.resources, scope=MEMORY_SCOPE), self.setup, self.config.alfworld).play()
+            for game in chunk
+        ]
+        sampling = dataclasses.replace(self.sampling, seed=seed)
+        results = play_batch(runs, self.engine, sampling, on_finish=lambda _: advance(1))
+        ltm = self.resources.ltm
+        ltm.save(snapshot_path(self.out, self.position[chunk[-1].id] + 1))
+        write_json(self.out / "memory.json", [e.to_json() for e in ltm.entries(scope=MEMORY_SCOPE)])
+        return [example_record(result, self.offered) for result in results]
+
+    def committed(self, done: int) -> None:
+        """Keep the snapshots a kill from now on can resume from (the newest two)."""
+        for n, path in snapshots(self.out).items():
+            if n < self.previous:
+                path.unlink()
+        self.previous = done
+
+    def summary(self) -> dict[str, Any]:
+        return {}
+
+
+class ALFWorld:
+    """`agemem eval alfworld` (:class:`agemem.eval.runner.Benchmark`)."""
+
+    name = BENCHMARK
+    unit = "game"
+    columns = COLUMNS
+    panels = PANELS
+    metrics_note = METRICS_NOTE
+
+    def configure(self, config: AgeMemConfig, variant: str) -> AgeMemConfig:
+        return game_config(config, variant)
+
+    def load(self, config: AgeMemConfig) -> Games:
+        return Games(load_games(config))
+
+    def identity(self, config: AgeMemConfig) -> dict[str, Any]:
+        settings = config.alfworld
+        return {
+            "split": settings.split,
+            "sampling": to_dict(config.sampling),
+            "episode": {
+                "max_env_steps": settings.max_env_steps,
+                "max_replies_per_step": settings.max_replies_per_step,
+                "debrief_replies": settings.debrief_replies,
+                "show_admissible": settings.show_admissible,
+                "tool_format": config.env.tool_format,
+                "system_prompt": config.env.system_prompt,
+            },
+            "encoder": config.env.encoder.model,
+        }
+
+    def open(self, run: RunContext, workload: Games) -> GameSession:
+        return GameSession(run, workload)
+
+    def aggregate(self, examples: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        return aggregate(examples)
+
+    def describe(self, config: AgeMemConfig, out: Path) -> dict[str, Any]:
+        """``split``, and ``memory``: the long-term memory entries at the end of the run."""
+        memory_file = out / "memory.json"
+        memory = len(json.loads(memory_file.read_text(encoding="utf-8"))) if memory_file.exists() else 0
+        return {"split": config.alfworld.split, "memory": memory}
+
+    def plot_values(self, results: dict[str, Any]) -> dict[str, float | None]:
+        return {
+            "all": results["SR"],
+            **{TASK_LABELS[t]: results["SR_type"][t] for t in TASK_TYPES},
+            "all games": results["steps"],
+            "games won": results["steps_won"],
+            **tool_call_values(results["TC"]),
+        }
+
+    def title(self, runs: Sequence[dict[str, Any]]) -> str:
+        counts = {(r["split"], r["games"]) for r in runs}
+        if len(counts) == 1:
+            split, games = counts.pop()
+            return f"ALFWorld {split} ({games} games)"
+        return "ALFWorld"
 
 
 def load_games(config: AgeMemConfig) -> list[Game]:
@@ -302,146 +382,6 @@ def load_games(config: AgeMemConfig) -> list[Game]:
     return games[: settings.limit] if settings.limit else games
 
 
-def run_alfworld(
-    config: AgeMemConfig,
-    resolved: ResolvedModel,
-    variant: str,
-    out: Path,
-    backend: LazyBackend,
-    encoder: Callable[[], Encoder],
-    *,
-    label: str | None = None,
-    games: Sequence[Game] | None = None,
-) -> dict[str, Any]:
-    """Evaluate one model under one variant into ``out``; returns the results written to results.json."""
-    config = game_config(resolved.config, variant)
-    games = list(games if games is not None else load_games(config))
-    out.mkdir(parents=True, exist_ok=True)
-    check_identity(out / "run.json", run_identity(config, resolved, variant))
-    log = ExampleLog(out / "examples.jsonl")
-    started = time.perf_counter()
-    played = 0
-    if any(g.id not in log.finished() for g in games):
-        played = play(config, variant, games, out, log, backend.get(), encoder(), desc=label or resolved.label)
-    finished = log.finished()
-    examples = [finished[g.id] for g in games if g.id in finished]
-    memory_file = out / "memory.json"
-    results = {
-        "benchmark": BENCHMARK,
-        "model": label or resolved.label,
-        "model_spec": resolved.spec,
-        "variant": variant,
-        "split": config.alfworld.split,
-        **aggregate(examples),
-        "memory": len(json.loads(memory_file.read_text(encoding="utf-8"))) if memory_file.exists() else 0,
-        "played": played,
-        "resumed": len(games) - played,
-        "wall_s": round(time.perf_counter() - started, 3),
-        "resolved": resolved.describe(),
-        "config": to_dict(config),
-    }
-    write_outputs(out, "results", [results], plot=config.eval.plot)
-    return results
-
-
-def play(
-    config: AgeMemConfig,
-    variant: str,
-    games: Sequence[Game],
-    out: Path,
-    log: ExampleLog,
-    backend: Backend,
-    encoder: Encoder,
-    *,
-    desc: str,
-) -> int:
-    """Play the games not yet done in chunks of ``eval.chunk_size``, saving memory and records after each chunk;
-    returns how many games were played.
-
-    A chunk samples under ``derive_seed(sampling.seed, variant, position of its first game)``, its own base seed:
-    a resumed run (which restarts at a chunk boundary) samples as the uninterrupted run would.
-    """
-    resources = build_resources(config, backend.tokenizer, encoder)
-    start = resume_point(out, log, games, resources.ltm)
-    pending = list(games[start:])
-    stop_ids = end_of_turn_ids(backend.tokenizer)
-    sampling = sampling_params(config.sampling, stop_ids)
-    policy_summaries = config.env.summarizer.backend == "policy"
-    setup = EpisodeSetup(backend.tokenizer, tuple(stop_ids), config.rollout, policy_summaries)
-    offered = tuple(config.env.tools)
-    variant_index = EVAL_VARIANTS.index(variant)
-    size = config.eval.chunk_size
-    bar = tqdm(total=len(games), initial=start, desc=desc, unit="game", disable=not config.logging.progress)
-    previous = start
-    try:
-        for begin in range(0, len(pending), size):
-            chunk = pending[begin : begin + size]
-            position = start + begin
-            base = config.sampling.seed
-            seed = sampling.seed if base is None else derive_seed(base, variant_index, position)
-            chunk_sampling = dataclasses.replace(sampling, seed=seed)
-            runs = [
-                GameEpisode(game, MemoryEnv(resources, scope=MEMORY_SCOPE), setup, config.alfworld).play()
-                for game in chunk
-            ]
-            results = play_batch(runs, backend.engine, chunk_sampling, on_finish=lambda _: bar.update(1))
-            done = position + len(chunk)
-            resources.ltm.save(snapshot_path(out, done))  # the commit point: memory first, then the records
-            write_json(out / "memory.json", [e.to_json() for e in resources.ltm.entries(scope=MEMORY_SCOPE)])
-            log.append(example_record(result, offered) for result in results)
-            for n, path in snapshots(out).items():
-                if n < previous:
-                    path.unlink()
-            previous = done
-    finally:
-        bar.close()
-    return len(pending)
-
-
-# --------------------------------------------------------------------------------------------- outputs
-
-
-def plot_values(results: dict[str, Any]) -> dict[str, float | None]:
-    """The numbers :data:`PANELS` draw for one run."""
-    return {
-        "all": results["SR"],
-        **{TASK_LABELS[t]: results["SR_type"][t] for t in TASK_TYPES},
-        "all games": results["steps"],
-        "games won": results["steps_won"],
-        **tool_call_values(results["TC"]),
-    }
-
-
-def _title(runs: Sequence[dict[str, Any]]) -> str:
-    counts = {(r["split"], r["games"]) for r in runs}
-    if len(counts) == 1:
-        split, games = counts.pop()
-        return f"ALFWorld {split} ({games} games)"
-    return "ALFWorld"
-
-
-def write_outputs(out: Path, stem: str, runs: Sequence[dict[str, Any]], *, plot: bool) -> None:
-    """``<stem>.json`` (one run: its results; several: a list without their configs), ``<stem>.md``, ``<stem>.png``."""
-    write_results(
-        out,
-        stem,
-        runs,
-        title=_title(runs),
-        columns=COLUMNS,
-        note=METRICS_NOTE,
-        panels=PANELS,
-        plot_values=plot_values,
-        plot=plot,
-    )
-
-
-def results_table(runs: Sequence[dict[str, Any]]) -> Table:
-    return console_table(_title(runs), runs, COLUMNS)
-
-
-# --------------------------------------------------------------------------------------------- models x variants
-
-
 def evaluate_alfworld(
     config: AgeMemConfig,
     out: str | Path,
@@ -449,25 +389,7 @@ def evaluate_alfworld(
     backends: dict[str, Backend] | None = None,
     encoder: Encoder | None = None,
 ) -> list[dict[str, Any]]:
-    """Evaluate every model of ``eval.models`` (default: the configured policy or endpoint) under every
-    ``eval.variants`` on the games of ``alfworld.split``.
-
-    One model and one variant write into ``out`` itself; several write one folder per pair
-    (``out/<model>__<variant>/``) and a side-by-side ``out/comparison.{json,md,png}``. ``backends`` maps a model
-    spec to a ready engine and tokenizer; other models are loaded once each, when a run first needs them.
-    """
-    games = load_games(config)  # a missing data folder fails here, before any model loads
-    shared: dict[str, Encoder] = {} if encoder is None else {"encoder": encoder}
-
-    def get_encoder() -> Encoder:
-        if "encoder" not in shared:
-            shared["encoder"] = build_encoder(config.env.encoder)
-        return shared["encoder"]
-
-    def run_one(resolved: ResolvedModel, variant: str, folder: Path, backend: LazyBackend, label: str) -> dict:
-        return run_alfworld(config, resolved, variant, folder, backend, get_encoder, label=label, games=games)
-
-    def comparison(folder: Path, runs: list[dict[str, Any]]) -> None:
-        write_outputs(folder, "comparison", runs, plot=config.eval.plot)
-
-    return evaluate_models(config, out, run_one, comparison, backends=backends)
+    """Evaluate every model of ``eval.models`` under every ``eval.variants`` on the games of ``alfworld.split``
+    (:func:`agemem.eval.runner.evaluate`)."""
+    load_games(config)  # a missing data folder fails here, before any model resolves
+    return evaluate(ALFWorld(), config, out, backends=backends, encoder=encoder)

@@ -23,43 +23,25 @@ calls per episode of each tool and in total.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tqdm.auto import tqdm
-
-from agemem.core.config import EVAL_VARIANTS, AgeMemConfig
+from agemem.core.config import AgeMemConfig
 from agemem.core.configlib import ConfigError, to_dict
-from agemem.core.encoders import build_encoder
 from agemem.eval import metrics
-from agemem.eval.models import Backend, LazyBackend, ResolvedModel, evaluate_models
-from agemem.eval.report import (
-    RUN_COLUMNS,
-    TOOL_CALL_COLUMNS,
-    TOOL_CALL_LABELS,
-    Column,
-    ExampleLog,
-    Panel,
-    check_identity,
-    console_table,
-    tool_call_values,
-    write_results,
-)
+from agemem.eval.report import RUN_COLUMNS, TOOL_CALL_COLUMNS, TOOL_CALL_LABELS, Column, Panel, tool_call_values
+from agemem.eval.runner import RunContext, evaluate
 from agemem.eval.variants import apply_variant
 from agemem.rewards.base import AnswerItem, Judge, MemoryItem
-from agemem.rewards.build import build_judge
 from agemem.rewards.judges import exact_match, f1_score
 from agemem.rollouts.build import build_driver, build_resources, distractors_for
-from agemem.rollouts.engines.base import derive_seed
 from agemem.tasks import load_task_pool
 
 if TYPE_CHECKING:
-    from rich.table import Table
-
     from agemem.core.encoders import Encoder
+    from agemem.eval.models import Backend
     from agemem.rollouts.records import Trajectory
     from agemem.rollouts.tasks import Task
 
@@ -78,6 +60,11 @@ PANELS = (
     Panel("answers and memory", ("J", "EM", "F1", "MQ x100"), "score (0-100)", ymax=100.0),
     Panel("Stage-3 prompt", ("TN",), "tokens per step"),
     Panel("tool calls per episode", TOOL_CALL_LABELS, "calls"),
+)
+METRICS_NOTE = (
+    "\nJ: judge score x100. EM / F1: official HotpotQA exact match / token F1, x100. MQ: memory quality (0-1), "
+    "the judge's score of the final LTM against each supporting-fact sentence, averaged. TN: prompt tokens per "
+    "Stage-3 step. TC: tool calls per episode.\n"
 )
 
 
@@ -191,183 +178,107 @@ def aggregate(examples: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-# --------------------------------------------------------------------------------------------- one run
+# --------------------------------------------------------------------------------------------- the benchmark
 
 
 @dataclass
-class Shared:
-    """What every run of one ``evaluate_hotpotqa`` call shares, built when first needed: the sentence encoder
-    and the judge (a local judge model is loaded once, not once per model and variant)."""
+class Questions:
+    """The questions of one run, and the pool Stage-2 distractors are drawn from."""
 
-    config: AgeMemConfig
-    encoder: Encoder | None = None
-    judge: Judge | None = None
-
-    def get_encoder(self) -> Encoder:
-        if self.encoder is None:
-            self.encoder = build_encoder(self.config.env.encoder)
-        return self.encoder
-
-    def get_judge(self) -> Judge:
-        if self.judge is None:
-            self.judge = build_judge(self.config.reward.judge, self.get_encoder())
-        return self.judge
+    items: list[Task]
+    pool: list[Task]
 
 
-def run_identity(config: AgeMemConfig, resolved: ResolvedModel, variant: str) -> dict[str, Any]:
-    """What must not change between a run and its resumption (the number of questions may grow)."""
-    data = config.data
-    judge = config.reward.judge
-    return {
-        "benchmark": BENCHMARK,
-        "model": resolved.spec,
-        "checkpoint": resolved.checkpoint,
-        "variant": variant,
-        "data": {"source": data.source, "split": data.split, "hub_config": data.hub_config},
-        "sampling": to_dict(config.sampling),
-        "stage2": to_dict(config.distractors) if config.distractors.count else None,
-        "judge": {"backend": judge.backend, "model": judge.model, "answer_metric": judge.answer_metric},
-    }
+class QuestionSession:
+    """One model under one variant: the batched rollout driver over the questions not yet finished."""
+
+    start = 0  # questions carry no state between each other: any unfinished question can be played
+
+    def __init__(self, run: RunContext, questions: Questions):
+        config, backend = run.config, run.backend
+        resources = build_resources(config, backend.tokenizer, run.shared.get_encoder())
+        self.config = config
+        self.driver = build_driver(config, backend.engine, backend.tokenizer, resources, progress=False)
+        self.judge = run.shared.get_judge()
+        self.before = dict(getattr(self.judge, "counters", {}))
+        finished = run.log.finished()
+        pending = [t for t in questions.items if t.id not in finished]
+        if config.distractors.count:
+            self.distractors = distractors_for(
+                config, pending, resources.encoder, questions.pool, progress=config.logging.progress
+            )
+        else:
+            self.distractors = {t.id: [] for t in pending}
+        self.by_id = {t.id: t for t in questions.items}
+        self.offered = run.offered
+
+    def play(self, chunk: Sequence[Task], seed: int | None, advance: Callable[[int], None]) -> list[dict[str, Any]]:
+        result = self.driver.run(list(chunk), self.distractors, rollouts_per_task=1, seed=seed)
+        records = score_examples(
+            result.trajectories, self.by_id, self.judge, self.offered, stage1_played=self.config.rollout.stage1
+        )
+        advance(len(chunk))
+        return records
+
+    def committed(self, done: int) -> None:
+        pass
+
+    def summary(self) -> dict[str, Any]:
+        """``judge``: the judge calls of this session (name and counters, e.g. fallbacks)."""
+        after = getattr(self.judge, "counters", {})
+        return {"judge": {"name": self.judge.name, **{k: v - self.before.get(k, 0) for k, v in after.items()}}}
 
 
-def run_hotpotqa(
-    config: AgeMemConfig,
-    resolved: ResolvedModel,
-    variant: str,
-    out: Path,
-    backend: LazyBackend,
-    shared: Shared,
-    *,
-    label: str | None = None,
-) -> dict[str, Any]:
-    """Evaluate one model under one variant into ``out``; returns the results written to results.json."""
-    config = apply_variant(resolved.config, variant)
-    tasks, pool = load_task_pool(config)
-    if not tasks:
-        raise ConfigError(f"data.source={config.data.source!r} gave no questions")
-    out.mkdir(parents=True, exist_ok=True)
-    check_identity(out / "run.json", run_identity(config, resolved, variant))
-    log = ExampleLog(out / "examples.jsonl")
-    finished = log.finished()
-    pending = [t for t in tasks if t.id not in finished]
-    started, judge_calls = time.perf_counter(), None
-    if pending:
-        judge = shared.get_judge()
-        before = dict(getattr(judge, "counters", {}))
-        play(config, variant, pending, pool, tasks, log, backend.get(), shared, desc=label or resolved.label)
-        counters = {key: value - before.get(key, 0) for key, value in getattr(judge, "counters", {}).items()}
-        judge_calls = {"name": judge.name, **counters}
-    examples = [record for record in (log.finished().get(t.id) for t in tasks) if record is not None]
-    results = {
-        "benchmark": BENCHMARK,
-        "model": label or resolved.label,
-        "model_spec": resolved.spec,
-        "variant": variant,
-        **aggregate(examples),
-        "played": len(pending),
-        "resumed": len(tasks) - len(pending),
-        "wall_s": round(time.perf_counter() - started, 3),
-        "judge": judge_calls,
-        "resolved": resolved.describe(),
-        "config": to_dict(config),
-    }
-    write_outputs(out, "results", [results], plot=config.eval.plot)
-    return results
+class HotpotQA:
+    """`agemem eval hotpotqa` (:class:`agemem.eval.runner.Benchmark`)."""
 
+    name = BENCHMARK
+    unit = "q"
+    columns = COLUMNS
+    panels = PANELS
+    metrics_note = METRICS_NOTE
 
-def play(
-    config: AgeMemConfig,
-    variant: str,
-    pending: list[Task],
-    pool: list[Task],
-    tasks: list[Task],
-    log: ExampleLog,
-    backend: Backend,
-    shared: Shared,
-    *,
-    desc: str,
-) -> None:
-    """Play ``pending`` in chunks through the driver, score each chunk, append its records to ``log``.
+    def configure(self, config: AgeMemConfig, variant: str) -> AgeMemConfig:
+        return apply_variant(config, variant)
 
-    A chunk samples under ``derive_seed(sampling.seed, variant, position of its first question)``, its own
-    base seed: a resumed run (which restarts at a chunk boundary) samples the remaining chunks as the
-    uninterrupted run would, and variants sharing an engine do not shift each other's samples.
-    """
-    variant_index = EVAL_VARIANTS.index(variant)
-    resources = build_resources(config, backend.tokenizer, shared.get_encoder())
-    driver = build_driver(config, backend.engine, backend.tokenizer, resources, progress=False)
-    judge = shared.get_judge()
-    if config.distractors.count:
-        distractors = distractors_for(config, pending, resources.encoder, pool, progress=config.logging.progress)
-    else:
-        distractors = {t.id: [] for t in pending}
-    position = {t.id: i for i, t in enumerate(tasks)}
-    by_id = {t.id: t for t in tasks}
-    offered = tuple(config.env.tools)
-    size = config.eval.chunk_size
-    bar = tqdm(
-        total=len(tasks), initial=len(tasks) - len(pending), desc=desc, unit="q", disable=not config.logging.progress
-    )
-    try:
-        for start in range(0, len(pending), size):
-            chunk = pending[start : start + size]
-            base = config.sampling.seed
-            seed = None if base is None else derive_seed(base, variant_index, position[chunk[0].id])
-            result = driver.run(chunk, distractors, rollouts_per_task=1, seed=seed)
-            log.append(score_examples(result.trajectories, by_id, judge, offered, stage1_played=config.rollout.stage1))
-            bar.update(len(chunk))
-    finally:
-        bar.close()
+    def load(self, config: AgeMemConfig) -> Questions:
+        tasks, pool = load_task_pool(config)
+        if not tasks:
+            raise ConfigError(f"data.source={config.data.source!r} gave no questions")
+        return Questions(tasks, pool)
 
+    def identity(self, config: AgeMemConfig) -> dict[str, Any]:
+        data, judge = config.data, config.reward.judge
+        return {
+            "data": {"source": data.source, "split": data.split, "hub_config": data.hub_config},
+            "sampling": to_dict(config.sampling),
+            "stage2": to_dict(config.distractors) if config.distractors.count else None,
+            "judge": {"backend": judge.backend, "model": judge.model, "answer_metric": judge.answer_metric},
+        }
 
-# --------------------------------------------------------------------------------------------- outputs
+    def open(self, run: RunContext, workload: Questions) -> QuestionSession:
+        return QuestionSession(run, workload)
 
+    def aggregate(self, examples: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        return aggregate(examples)
 
-def plot_values(results: dict[str, Any]) -> dict[str, float | None]:
-    """The numbers :data:`PANELS` draw for one run."""
-    mq = results["MQ"]
-    return {
-        "J": results["J"],
-        "EM": results["EM"],
-        "F1": results["F1"],
-        "MQ x100": None if mq is None else 100.0 * mq,
-        "TN": results["TN"],
-        **tool_call_values(results["TC"]),
-    }
+    def describe(self, config: AgeMemConfig, out: Path) -> dict[str, Any]:
+        return {"judge": None}  # replaced by the session's judge calls when this run played questions
 
+    def plot_values(self, results: dict[str, Any]) -> dict[str, float | None]:
+        mq = results["MQ"]
+        return {
+            "J": results["J"],
+            "EM": results["EM"],
+            "F1": results["F1"],
+            "MQ x100": None if mq is None else 100.0 * mq,
+            "TN": results["TN"],
+            **tool_call_values(results["TC"]),
+        }
 
-def write_outputs(out: Path, stem: str, runs: Sequence[dict[str, Any]], *, plot: bool) -> None:
-    """``<stem>.json`` (one run: its results; several: a list without their configs), ``<stem>.md``, ``<stem>.png``."""
-    write_results(
-        out,
-        stem,
-        runs,
-        title=_title(runs),
-        columns=COLUMNS,
-        note=METRICS_NOTE,
-        panels=PANELS,
-        plot_values=plot_values,
-        plot=plot,
-    )
-
-
-METRICS_NOTE = (
-    "\nJ: judge score x100. EM / F1: official HotpotQA exact match / token F1, x100. MQ: memory quality (0-1), "
-    "the judge's score of the final LTM against each supporting-fact sentence, averaged. TN: prompt tokens per "
-    "Stage-3 step. TC: tool calls per episode.\n"
-)
-
-
-def _title(runs: Sequence[dict[str, Any]]) -> str:
-    counts = {r["questions"] for r in runs}
-    return f"HotpotQA ({counts.pop()} questions)" if len(counts) == 1 else "HotpotQA"
-
-
-def results_table(runs: Sequence[dict[str, Any]]) -> Table:
-    return console_table(_title(runs), runs, COLUMNS)
-
-
-# --------------------------------------------------------------------------------------------- models x variants
+    def title(self, runs: Sequence[dict[str, Any]]) -> str:
+        counts = {r["questions"] for r in runs}
+        return f"HotpotQA ({counts.pop()} questions)" if len(counts) == 1 else "HotpotQA"
 
 
 def evaluate_hotpotqa(
@@ -377,20 +288,6 @@ def evaluate_hotpotqa(
     backends: dict[str, Backend] | None = None,
     encoder: Encoder | None = None,
 ) -> list[dict[str, Any]]:
-    """Evaluate every model of ``eval.models`` (default: the configured policy or endpoint) under every
-    ``eval.variants``.
-
-    One model and one variant write into ``out`` itself; several write one folder per pair
-    (``out/<model>__<variant>/``) and a side-by-side ``out/comparison.{json,md,png}``. ``backends`` maps a
-    model spec to a ready engine and tokenizer (tests, or an engine built elsewhere); other models are
-    loaded once each, when a run first needs them.
-    """
-    shared = Shared(config, encoder)
-
-    def run_one(resolved: ResolvedModel, variant: str, folder: Path, backend: LazyBackend, label: str) -> dict:
-        return run_hotpotqa(config, resolved, variant, folder, backend, shared, label=label)
-
-    def comparison(folder: Path, runs: list[dict[str, Any]]) -> None:
-        write_outputs(folder, "comparison", runs, plot=config.eval.plot)
-
-    return evaluate_models(config, out, run_one, comparison, backends=backends)
+    """Evaluate every model of ``eval.models`` under every ``eval.variants`` on HotpotQA
+    (:func:`agemem.eval.runner.evaluate`)."""
+    return evaluate(HotpotQA(), config, out, backends=backends, encoder=encoder)

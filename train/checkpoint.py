@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from accelerate import Accelerator
     from transformers import PreTrainedTokenizerBase
 
+
 def save_checkpoint(
     accelerator: Accelerator,
     output_dir: Path,

@@ -14,6 +14,7 @@ import yaml
 from agemem.core.config import EVAL_VARIANTS
 from agemem.core.configlib import ConfigError, load_config, to_dict
 from agemem.entrypoints.roots import load_command_config, load_eval_config, load_resume_config
+from agemem.eval.benchmarks import BUILTIN
 
 
 def _add_config_arguments(parser: argparse.ArgumentParser) -> None:
@@ -132,14 +133,13 @@ def _eval_overrides(args: argparse.Namespace) -> list[str]:
         flags.append(f"eval.models={json.dumps(args.model)}")
     if args.variant:
         flags.append(f"eval.variants={json.dumps(args.variant)}")
-    if getattr(args, "data", None) is not None:
-        flags.append(f"data.source={args.data}")
-    if getattr(args, "data_dir", None) is not None:
-        flags.append(f"alfworld.data_dir={args.data_dir}")
-    if getattr(args, "split", None) is not None:
-        flags.append(f"alfworld.split={args.split}")
+    entry = BUILTIN[args.benchmark]
+    for option in entry.options:
+        value = getattr(args, option.flag.lstrip("-").replace("-", "_"))
+        if value is not None:
+            flags.append(f"{option.key}={value}")
     if args.limit is not None:
-        flags.append(f"{'alfworld' if args.benchmark == 'alfworld' else 'data'}.limit={args.limit}")
+        flags.append(f"{entry.limit_key}={args.limit}")
     return [*args.overrides, *flags]
 
 
@@ -193,17 +193,14 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         return _cmd_eval_stream(args)
     from rich.console import Console
 
-    if args.benchmark == "alfworld":
-        from agemem.eval.alfworld import evaluate_alfworld as evaluate
-        from agemem.eval.alfworld import results_table
-    else:
-        from agemem.eval.hotpotqa import evaluate_hotpotqa as evaluate
-        from agemem.eval.hotpotqa import results_table
+    from agemem.eval.benchmarks import get_benchmark
+    from agemem.eval.runner import evaluate, results_table
 
+    benchmark = get_benchmark(args.benchmark)
     config = load_eval_config(args.config, _eval_overrides(args), args.model or [])
-    runs = evaluate(config, args.out)
+    runs = evaluate(benchmark, config, args.out)
     console = Console()
-    console.print(results_table(runs))
+    console.print(results_table(benchmark, runs))
     stem = "results" if len(runs) == 1 else "comparison"
     files = ", ".join(f"{args.out}/{stem}.{ext}" for ext in ("json", "md", *(["png"] if config.eval.plot else [])))
     console.print(f"results: {files}", soft_wrap=True)
@@ -332,43 +329,26 @@ def build_parser() -> argparse.ArgumentParser:
 
     evaluate = commands.add_parser("eval", help="evaluate checkpoints, models or endpoints on task benchmarks")
     benchmarks = evaluate.add_subparsers(dest="benchmark", metavar="BENCHMARK", required=True)
-    hotpotqa = benchmarks.add_parser(
-        "hotpotqa", help="HotpotQA as three-stage memory episodes: J, EM, F1, MQ, TN, TC (table, JSON, plot)"
-    )
-    _add_config_arguments(hotpotqa)
-    hotpotqa.add_argument(
-        "--model",
-        action="append",
-        metavar="M",
-        help="a training run or checkpoint directory, a LoRA adapter or Hugging Face directory, a hub id, or "
-        "openai:<model>@<base_url>; repeat to compare models side by side (default: policy.model)",
-    )
-    hotpotqa.add_argument(
-        "--data", metavar="PATH", help="HotpotQA JSON file, datasets directory or hub id (data.source)"
-    )
-    hotpotqa.add_argument("--out", default="runs/eval/hotpotqa", metavar="DIR", help="output directory (resumable)")
-    hotpotqa.add_argument(
-        "--variant", action="append", choices=EVAL_VARIANTS, help="tool variant; repeat for several (default: agemem)"
-    )
-    hotpotqa.add_argument("--limit", type=int, metavar="N", help="evaluate the first N questions (data.limit)")
-    alfworld = benchmarks.add_parser(
-        "alfworld", help="ALFWorld games with environment commands and the memory tools: SR per task type, steps, TC"
-    )
-    _add_config_arguments(alfworld)
-    alfworld.add_argument(
-        "--model", action="append", metavar="M", help="the model, in any --model form of eval hotpotqa; repeatable"
-    )
-    alfworld.add_argument(
-        "--data-dir",
-        metavar="D",
-        help="folder holding json_2.1.1/<split>/ (alfworld.data_dir; default: $ALFWORLD_DATA, else ~/.cache/alfworld)",
-    )
-    alfworld.add_argument("--split", choices=["valid_seen", "valid_unseen"], help="games to play (alfworld.split)")
-    alfworld.add_argument("--out", default="runs/eval/alfworld", metavar="DIR", help="output directory (resumable)")
-    alfworld.add_argument(
-        "--variant", action="append", choices=EVAL_VARIANTS, help="tool variant; repeat for several (default: agemem)"
-    )
-    alfworld.add_argument("--limit", type=int, metavar="N", help="play the first N games (alfworld.limit)")
+    for name, entry in BUILTIN.items():
+        sub = benchmarks.add_parser(name, help=entry.help)
+        _add_config_arguments(sub)
+        sub.add_argument(
+            "--model",
+            action="append",
+            metavar="M",
+            help="a training run or checkpoint directory, a LoRA adapter or Hugging Face directory, a hub id, or "
+            "openai:<model>@<base_url>; repeat to compare models side by side (default: policy.model)",
+        )
+        for option in entry.options:
+            sub.add_argument(option.flag, choices=option.choices, metavar=option.metavar, help=option.help)
+        sub.add_argument("--out", default=f"runs/eval/{name}", metavar="DIR", help="output directory (resumable)")
+        sub.add_argument(
+            "--variant",
+            action="append",
+            choices=EVAL_VARIANTS,
+            help="tool variant; repeat for several (default: agemem)",
+        )
+        sub.add_argument("--limit", type=int, metavar="N", help=f"evaluate the first N items ({entry.limit_key})")
     stream = benchmarks.add_parser(
         "stream",
         help="a long stream of tasks with an experience memory: memory addition, deletion and bounded retention",
