@@ -33,8 +33,8 @@ from rich.console import Console
 from rich.table import Table
 from rollout_driver import machine_info  # bench/ is the script's directory
 
-from agemem.core.config import AgeMemConfig
 from agemem.core.configlib import ConfigError, load_config
+from agemem.entrypoints.roots import AgeMemConfig
 from agemem.rollouts.engines.base import Completion, SamplingParams
 from agemem.rollouts.engines.transformers_engine import left_pad
 
@@ -155,11 +155,13 @@ def main() -> None:
 
     # 1. play the tasks once as configured (K rollouts each), recording every tick's prompts
     model, tokenizer = load_policy(config.policy)
-    resources = build_resources(config, tokenizer)
-    engine = build_engine(config, model, tokenizer)
+    resources = build_resources(config.env, tokenizer)
+    engine = build_engine(config.engine, model, tokenizer)
     recorder = RecordingEngine(engine)
-    driver = build_driver(config, recorder, tokenizer, resources)
-    driver.run(tasks, distractors_for(config, tasks, resources.encoder), rollouts_per_task=args.k, seed=args.seed)
+    driver = build_driver(config.rollout, config.sampling, recorder, tokenizer, resources)
+    driver.run(
+        tasks, distractors_for(config.distractors, tasks, resources.encoder), rollouts_per_task=args.k, seed=args.seed
+    )
     ticks = recorder.ticks
     stop_ids = tuple(end_of_turn_ids(tokenizer))
     if args.sampled:

@@ -59,10 +59,10 @@ def measure(backend: str, config: Any, model: Any, tokenizer: Any, tasks, distra
 
     config = replace(config, engine=replace(config.engine, backend=backend))
     started = time.perf_counter()
-    engine = FirstCall(build_engine(config, model, tokenizer))
+    engine = FirstCall(build_engine(config.engine, model, tokenizer))
     built = time.perf_counter()
-    resources = build_resources(config, tokenizer)
-    driver = build_driver(config, engine, tokenizer, resources, progress=False)
+    resources = build_resources(config.env, tokenizer)
+    driver = build_driver(config.rollout, config.sampling, engine, tokenizer, resources, progress=False)
     driver.run(tasks, distractors, seed=0)  # untimed: its first tick is the first step
     runs = []
     for repeat in range(repeats):
@@ -95,8 +95,8 @@ def main() -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from agemem.core.config import AgeMemConfig
     from agemem.core.configlib import load_config, to_dict
+    from agemem.entrypoints.roots import AgeMemConfig
     from agemem.rollouts.build import build_resources, distractors_for
     from agemem.rollouts.policy import load_policy
     from agemem.tasks import load_task_pool
@@ -115,7 +115,7 @@ def main() -> None:
     )
     tasks, pool = load_task_pool(config)
     model, tokenizer = load_policy(config.policy)
-    distractors = distractors_for(config, tasks, build_resources(config, tokenizer).encoder, pool)
+    distractors = distractors_for(config.distractors, tasks, build_resources(config.env, tokenizer).encoder, pool)
     results = [measure(b, config, model, tokenizer, tasks, distractors, args.repeats) for b in ("transformers", "vllm")]
 
     table = Table(title=f"{len(tasks)} tasks x {args.k} episodes, tiny Qwen2 (head size 64, fp32), 2-core CPU")

@@ -20,8 +20,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from agemem.core.config import AgeMemConfig
 from agemem.core.configlib import load_config
+from agemem.entrypoints.roots import AgeMemConfig
 
 
 def main() -> None:

@@ -30,8 +30,8 @@ from rich.console import Console
 from rich.table import Table
 from rollout_driver import machine_info  # bench/ is the script's directory
 
-from agemem.core.config import AgeMemConfig
 from agemem.core.configlib import ConfigError, load_config
+from agemem.entrypoints.roots import AgeMemConfig
 
 
 def parse_args() -> argparse.Namespace:
@@ -74,14 +74,16 @@ def main() -> None:
     model, tokenizer = load_policy(config.policy)
     encoder = build_encoder(config.env.encoder)
     tasks = synthetic_tasks(config, args.tasks, generator_seed=10_000 + args.seed)
-    distractors = distractors_for(config, tasks, encoder)
+    distractors = distractors_for(config.distractors, tasks, encoder)
     modes = {"prefix cache off": 0, "prefix cache on": config.engine.prefix_cache_tokens or DEFAULT_PREFIX_CACHE_TOKENS}
 
     def play(capacity: int) -> tuple[dict[str, Any], list[list[int]]]:
         engine_config = replace(config, engine=replace(config.engine, prefix_cache_tokens=capacity))
-        resources = build_resources(engine_config, tokenizer, encoder=encoder)
-        engine = build_engine(engine_config, model, tokenizer)
-        driver = build_driver(engine_config, engine, tokenizer, resources, progress=False)
+        resources = build_resources(engine_config.env, tokenizer, encoder=encoder)
+        engine = build_engine(engine_config.engine, model, tokenizer)
+        driver = build_driver(
+            engine_config.rollout, engine_config.sampling, engine, tokenizer, resources, progress=False
+        )
         start = time.perf_counter()
         result = driver.run(list(tasks), distractors, seed=args.seed)
         wall = time.perf_counter() - start

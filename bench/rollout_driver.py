@@ -58,8 +58,8 @@ from rich.console import Console
 from rich.table import Table
 from tqdm import tqdm
 
-from agemem.core.config import AgeMemConfig
 from agemem.core.configlib import load_config
+from agemem.entrypoints.roots import AgeMemConfig
 from agemem.rollouts.build import build_driver, build_engine, build_resources, distractors_for
 from agemem.rollouts.driver import RolloutDriver, RolloutResult
 from agemem.rollouts.engines.base import Completion, Engine, SamplingParams
@@ -235,15 +235,19 @@ def main() -> None:
     setup_start = time.perf_counter()
     model, tokenizer = load_policy(config.policy)
     tasks = load_tasks(config)
-    resources = build_resources(config, tokenizer)
+    resources = build_resources(config.env, tokenizer)
     pool = None if args.data == "synthetic" else load_tasks(config, apply_limit=False)
-    distractors = distractors_for(config, tasks, resources.encoder, pool=pool)
-    engine = CountingEngine(build_engine(config, model, tokenizer))
+    distractors = distractors_for(config.distractors, tasks, resources.encoder, pool=pool)
+    engine = CountingEngine(build_engine(config.engine, model, tokenizer))
     one_episode_config = dataclasses.replace(config, rollout=dataclasses.replace(config.rollout, max_live_episodes=1))
     drivers: dict[str, RolloutDriver] = {
-        BATCHED: build_driver(config, engine, tokenizer, resources, progress=False),
-        ONE_REQUEST: build_driver(config, OneAtATimeEngine(engine), tokenizer, resources, progress=False),
-        ONE_EPISODE: build_driver(one_episode_config, engine, tokenizer, resources, progress=False),
+        BATCHED: build_driver(config.rollout, config.sampling, engine, tokenizer, resources, progress=False),
+        ONE_REQUEST: build_driver(
+            config.rollout, config.sampling, OneAtATimeEngine(engine), tokenizer, resources, progress=False
+        ),
+        ONE_EPISODE: build_driver(
+            one_episode_config.rollout, one_episode_config.sampling, engine, tokenizer, resources, progress=False
+        ),
     }
     modes = [MODES[m] for m in dict.fromkeys(args.modes)]
     setup_s = time.perf_counter() - setup_start

@@ -36,8 +36,8 @@ from rich.console import Console
 from rich.table import Table
 from rollout_driver import machine_info  # bench/ is the script's directory
 
-from agemem.core.config import AgeMemConfig
 from agemem.core.configlib import ConfigError, load_config
+from agemem.entrypoints.roots import AgeMemConfig
 
 DEFAULT_MODES = ["1:sdpa:gc", "3:sdpa:gc", "3:sdpa", "3:eager"]
 

@@ -27,8 +27,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from agemem.core.config import AgeMemConfig
 from agemem.core.configlib import load_config
+from agemem.entrypoints.roots import AgeMemConfig
 
 KEYS = [
     ("time/rollout_s", "rollout s"),

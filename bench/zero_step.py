@@ -53,8 +53,9 @@ def worker(args: argparse.Namespace) -> None:
     import torch
     from transformers import get_scheduler
 
-    from agemem.core.config import GRPOConfig, PolicyConfig, TrainConfig
+    from agemem.core.config import PolicyConfig
     from agemem.rollouts.policy import load_policy
+    from agemem.train.config import GRPOConfig, TrainConfig
     from agemem.train.distributed import build_accelerator, configure_deepspeed, describe
     from agemem.train.policy import TokenLogprobs
     from agemem.train.update import policy_update

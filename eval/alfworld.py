@@ -36,11 +36,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agemem.core.chat import end_of_turn_ids
-from agemem.core.config import AgeMemConfig
 from agemem.core.configlib import ConfigError, to_dict
 from agemem.core.env import MemoryEnv
 from agemem.core.ltm import SnapshotError
 from agemem.eval import metrics
+from agemem.eval.config import EvalRunConfig
 from agemem.eval.report import (
     RUN_COLUMNS,
     TOOL_CALL_COLUMNS,
@@ -97,7 +97,7 @@ METRICS_NOTE = (
 )
 
 
-def game_config(config: AgeMemConfig, variant: str) -> AgeMemConfig:
+def game_config(config: EvalRunConfig, variant: str) -> EvalRunConfig:
     """``config`` set up for ``variant`` (its tools and retrieval, :func:`agemem.eval.variants.apply_variant`) with the
     ALFWorld system prompt, unless ``env.system_prompt`` names one already
     (:func:`agemem.tasks.alfworld.game_config`)."""
@@ -280,7 +280,7 @@ class GameSession:
         config, backend = run.config, run.backend
         self.config = config
         self.out = run.out
-        self.resources = build_resources(config, backend.tokenizer, run.shared.get_encoder())
+        self.resources = build_resources(config.env, backend.tokenizer, run.shared.get_encoder())
         self.start = resume_point(run.out, run.log, games.items, self.resources.ltm)
         self.previous = self.start
         stop_ids = end_of_turn_ids(backend.tokenizer)
@@ -324,13 +324,13 @@ class ALFWorld:
     panels = PANELS
     metrics_note = METRICS_NOTE
 
-    def configure(self, config: AgeMemConfig, variant: str) -> AgeMemConfig:
+    def configure(self, config: EvalRunConfig, variant: str) -> EvalRunConfig:
         return game_config(config, variant)
 
-    def load(self, config: AgeMemConfig) -> Games:
+    def load(self, config: EvalRunConfig) -> Games:
         return Games(load_games(config))
 
-    def identity(self, config: AgeMemConfig) -> dict[str, Any]:
+    def identity(self, config: EvalRunConfig) -> dict[str, Any]:
         settings = config.alfworld
         return {
             "split": settings.split,
@@ -352,7 +352,7 @@ class ALFWorld:
     def aggregate(self, examples: Sequence[dict[str, Any]]) -> dict[str, Any]:
         return aggregate(examples)
 
-    def describe(self, config: AgeMemConfig, out: Path) -> dict[str, Any]:
+    def describe(self, config: EvalRunConfig, out: Path) -> dict[str, Any]:
         """``split``, and ``memory``: the long-term memory entries at the end of the run."""
         memory_file = out / "memory.json"
         memory = len(json.loads(memory_file.read_text(encoding="utf-8"))) if memory_file.exists() else 0
@@ -375,7 +375,7 @@ class ALFWorld:
         return "ALFWorld"
 
 
-def load_games(config: AgeMemConfig) -> list[Game]:
+def load_games(config: EvalRunConfig) -> list[Game]:
     """The games of ``alfworld.split`` (round-robin over task types), the first ``alfworld.limit`` of them."""
     settings = config.alfworld
     games = discover_games(settings.data_dir, settings.split)
@@ -383,7 +383,7 @@ def load_games(config: AgeMemConfig) -> list[Game]:
 
 
 def evaluate_alfworld(
-    config: AgeMemConfig,
+    config: EvalRunConfig,
     out: str | Path,
     *,
     backends: dict[str, Backend] | None = None,

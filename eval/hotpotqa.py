@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agemem.core.config import AgeMemConfig
 from agemem.core.configlib import ConfigError, to_dict
 from agemem.eval import metrics
+from agemem.eval.config import EvalRunConfig
 from agemem.eval.report import RUN_COLUMNS, TOOL_CALL_COLUMNS, TOOL_CALL_LABELS, Column, Panel, tool_call_values
 from agemem.eval.runner import RunContext, evaluate
 from agemem.eval.variants import apply_variant
@@ -196,16 +196,18 @@ class QuestionSession:
 
     def __init__(self, run: RunContext, questions: Questions):
         config, backend = run.config, run.backend
-        resources = build_resources(config, backend.tokenizer, run.shared.get_encoder())
+        resources = build_resources(config.env, backend.tokenizer, run.shared.get_encoder())
         self.config = config
-        self.driver = build_driver(config, backend.engine, backend.tokenizer, resources, progress=False)
+        self.driver = build_driver(
+            config.rollout, config.sampling, backend.engine, backend.tokenizer, resources, progress=False
+        )
         self.judge = run.shared.get_judge()
         self.before = dict(getattr(self.judge, "counters", {}))
         finished = run.log.finished()
         pending = [t for t in questions.items if t.id not in finished]
         if config.distractors.count:
             self.distractors = distractors_for(
-                config, pending, resources.encoder, questions.pool, progress=config.logging.progress
+                config.distractors, pending, resources.encoder, questions.pool, progress=config.logging.progress
             )
         else:
             self.distractors = {t.id: [] for t in pending}
@@ -238,16 +240,16 @@ class HotpotQA:
     panels = PANELS
     metrics_note = METRICS_NOTE
 
-    def configure(self, config: AgeMemConfig, variant: str) -> AgeMemConfig:
+    def configure(self, config: EvalRunConfig, variant: str) -> EvalRunConfig:
         return apply_variant(config, variant)
 
-    def load(self, config: AgeMemConfig) -> Questions:
+    def load(self, config: EvalRunConfig) -> Questions:
         tasks, pool = load_task_pool(config)
         if not tasks:
             raise ConfigError(f"data.source={config.data.source!r} gave no questions")
         return Questions(tasks, pool)
 
-    def identity(self, config: AgeMemConfig) -> dict[str, Any]:
+    def identity(self, config: EvalRunConfig) -> dict[str, Any]:
         data, judge = config.data, config.reward.judge
         return {
             "data": {"source": data.source, "split": data.split, "hub_config": data.hub_config},
@@ -262,7 +264,7 @@ class HotpotQA:
     def aggregate(self, examples: Sequence[dict[str, Any]]) -> dict[str, Any]:
         return aggregate(examples)
 
-    def describe(self, config: AgeMemConfig, out: Path) -> dict[str, Any]:
+    def describe(self, config: EvalRunConfig, out: Path) -> dict[str, Any]:
         return {"judge": None}  # replaced by the session's judge calls when this run played questions
 
     def plot_values(self, results: dict[str, Any]) -> dict[str, float | None]:
@@ -282,7 +284,7 @@ class HotpotQA:
 
 
 def evaluate_hotpotqa(
-    config: AgeMemConfig,
+    config: EvalRunConfig,
     out: str | Path,
     *,
     backends: dict[str, Backend] | None = None,

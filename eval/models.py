@@ -29,9 +29,10 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from agemem.core.config import AgeMemConfig, PolicyConfig
+from agemem.core.config import PolicyConfig
 from agemem.core.configlib import ConfigError, validate_tree
 from agemem.core.runs import latest_checkpoint
+from agemem.eval.config import EvalRunConfig
 from agemem.eval.report import slug, unique_labels
 from agemem.rollouts.policy import TINY_POLICY
 
@@ -53,7 +54,7 @@ class ResolvedModel:
     kind: ModelKind
     label: str
     """short name for tables, plots and folder names."""
-    config: AgeMemConfig
+    config: EvalRunConfig
     """the evaluation config with ``policy`` (and for endpoints ``engine``) set for this model."""
     adapter: str | None = None
     """LoRA adapter directory, loaded over ``config.policy.model``."""
@@ -80,13 +81,13 @@ class Backend:
     tokenizer: PreTrainedTokenizerBase
 
 
-def default_model(config: AgeMemConfig) -> str:
+def default_model(config: EvalRunConfig) -> str:
     """The model a run evaluates when no --model is given: the configured endpoint, else ``policy.model``."""
     remote = config.engine.openai
     return f"openai:{remote.model}@{remote.base_url}" if config.engine.backend == "openai" else config.policy.model
 
 
-def resolve_model(spec: str, config: AgeMemConfig) -> ResolvedModel:
+def resolve_model(spec: str, config: EvalRunConfig) -> ResolvedModel:
     """Classify ``spec`` and derive the config that loads it (nothing is loaded or downloaded here)."""
     config = copy.deepcopy(config)
     match = _OPENAI.match(spec)
@@ -117,7 +118,7 @@ def resolve_model(spec: str, config: AgeMemConfig) -> ResolvedModel:
     return ResolvedModel(spec, "hf", spec, config)
 
 
-def _resolve_directory(spec: str, path: Path, config: AgeMemConfig) -> ResolvedModel:
+def _resolve_directory(spec: str, path: Path, config: EvalRunConfig) -> ResolvedModel:
     policy_dir, run_dir, checkpoint = training_layout(path)
     run_policy = _run_policy(run_dir) if run_dir is not None else {}
     label = f"{run_dir.name}/{checkpoint.name}" if run_dir is not None and checkpoint is not None else path.name
@@ -172,7 +173,7 @@ def _resolve_adapter(
     spec: str,
     adapter: Path,
     run_policy: dict[str, Any],
-    config: AgeMemConfig,
+    config: EvalRunConfig,
     label: str,
     checkpoint: Path | None,
 ) -> ResolvedModel:
@@ -216,7 +217,7 @@ def load_model(resolved: ResolvedModel) -> tuple[PreTrainedModel | None, PreTrai
     return model, tokenizer
 
 
-def endpoint_tokenizer(config: AgeMemConfig) -> PreTrainedTokenizerBase:
+def endpoint_tokenizer(config: EvalRunConfig) -> PreTrainedTokenizerBase:
     """``policy.tokenizer`` if set, else the served model's name as a tokenizer; a chat endpoint whose model
     has no loadable tokenizer falls back to ``env.context.tokenizer`` (TN is then counted with that one)."""
     from agemem.core.chat import load_tokenizer
@@ -242,7 +243,7 @@ def load_backend(resolved: ResolvedModel) -> Backend:
     from agemem.rollouts.build import build_engine
 
     model, tokenizer = load_model(resolved)
-    engine = build_engine(resolved.config, model, tokenizer)
+    engine = build_engine(resolved.config.engine, model, tokenizer)
     sync = getattr(engine, "sync_weights", None)
     if sync is not None and resolved.adapter is not None:
         sync()
@@ -276,7 +277,7 @@ RunOne = Callable[[ResolvedModel, str, Path, LazyBackend, str], dict[str, Any]]
 
 
 def evaluate_models(
-    config: AgeMemConfig,
+    config: EvalRunConfig,
     out: str | Path,
     run_one: RunOne,
     write_comparison: Callable[[Path, list[dict[str, Any]]], None],

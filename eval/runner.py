@@ -29,9 +29,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from tqdm.auto import tqdm
 
-from agemem.core.config import EVAL_VARIANTS, AgeMemConfig
 from agemem.core.configlib import ConfigError, to_dict
 from agemem.core.encoders import build_encoder
+from agemem.eval.config import EVAL_VARIANTS, EvalRunConfig
 from agemem.eval.models import Backend, LazyBackend, ResolvedModel, evaluate_models
 from agemem.eval.report import Column, ExampleLog, Panel, check_identity, console_table, write_results
 from agemem.rewards.build import build_judge
@@ -63,7 +63,7 @@ class Workload(Protocol):
 class RunContext:
     """What a benchmark's session gets to play one model under one variant."""
 
-    config: AgeMemConfig
+    config: EvalRunConfig
     """the evaluation config set up for this model and variant (:meth:`Benchmark.configure`)."""
     variant: str
     out: Path
@@ -115,15 +115,15 @@ class Benchmark(Protocol):
     metrics_note: str
     """the paragraph under the markdown table that defines its columns."""
 
-    def configure(self, config: AgeMemConfig, variant: str) -> AgeMemConfig:
+    def configure(self, config: EvalRunConfig, variant: str) -> EvalRunConfig:
         """A copy of a model's config set up for ``variant`` (:func:`agemem.eval.variants.apply_variant`)."""
         ...
 
-    def load(self, config: AgeMemConfig) -> Workload:
+    def load(self, config: EvalRunConfig) -> Workload:
         """The items of this run (a missing data folder or file fails here, before any model loads)."""
         ...
 
-    def identity(self, config: AgeMemConfig) -> dict[str, Any]:
+    def identity(self, config: EvalRunConfig) -> dict[str, Any]:
         """The settings that must not change between a run and its resumption (beyond model and variant)."""
         ...
 
@@ -133,7 +133,7 @@ class Benchmark(Protocol):
         """The run's metrics from its per-item records."""
         ...
 
-    def describe(self, config: AgeMemConfig, out: Path) -> dict[str, Any]:
+    def describe(self, config: EvalRunConfig, out: Path) -> dict[str, Any]:
         """Fields of ``results.json`` read from the config or the run's folder (ALFWorld: split, memory size)."""
         ...
 
@@ -149,7 +149,7 @@ class Shared:
     """What every run of one :func:`evaluate` call shares, built when first needed: the sentence encoder and the
     judge (a local judge model is loaded once, not once per model and variant)."""
 
-    config: AgeMemConfig
+    config: EvalRunConfig
     encoder: Encoder | None = None
     judge: Judge | None = None
 
@@ -167,7 +167,7 @@ class Shared:
 # --------------------------------------------------------------------------------------------- one run
 
 
-def chunk_seed(config: AgeMemConfig, variant: str, position: int) -> int | None:
+def chunk_seed(config: EvalRunConfig, variant: str, position: int) -> int | None:
     """The base seed of the chunk whose first item is item ``position`` of the run (None: unseeded)."""
     base = config.sampling.seed
     return None if base is None else derive_seed(base, EVAL_VARIANTS.index(variant), position)
@@ -279,7 +279,7 @@ def results_table(benchmark: Benchmark, runs: Sequence[dict[str, Any]]) -> Table
 
 def evaluate(
     benchmark: Benchmark,
-    config: AgeMemConfig,
+    config: EvalRunConfig,
     out: str | Path,
     *,
     backends: dict[str, Backend] | None = None,

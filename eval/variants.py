@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import copy
 
-from agemem.core.config import EVAL_VARIANTS, AgeMemConfig
 from agemem.core.configlib import ConfigError, validate_tree
 from agemem.core.tools import LTM_TOOLS, TOOL_NAMES
+from agemem.eval.config import EVAL_VARIANTS, EvalRunConfig
 
 VARIANT_TOOLS: dict[str, tuple[str, ...]] = {
     "agemem": TOOL_NAMES,
@@ -27,7 +27,7 @@ VARIANT_TOOLS: dict[str, tuple[str, ...]] = {
 }
 
 
-def apply_variant(config: AgeMemConfig, variant: str) -> AgeMemConfig:
+def apply_variant(config: EvalRunConfig, variant: str) -> EvalRunConfig:
     """A copy of ``config`` set up for ``variant`` (see the module table).
 
     Stage 2 is played only when ``eval.distractors`` is on (and never in ``no_memory``); otherwise

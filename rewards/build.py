@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from agemem.core.config import AgeMemConfig, JudgeConfig, PolicyConfig, RewardConfig
+from agemem.core.config import JudgeConfig, PolicyConfig, RewardConfig
 from agemem.core.configlib import ConfigError
 from agemem.core.httpclient import ChatClient
 from agemem.rewards.base import Judge
@@ -68,5 +68,7 @@ class RewardScorer:
         return {"rewards": mean_breakdown(breakdowns), "judge": {"name": self.judge.name, **counters}}
 
 
-def build_scorer(config: AgeMemConfig, encoder: Encoder | None = None) -> RewardScorer:
-    return RewardScorer(build_judge(config.reward.judge, encoder), config.reward, config.env.context.max_context_tokens)
+def build_scorer(reward: RewardConfig, token_budget: int, encoder: Encoder | None = None) -> RewardScorer:
+    """The scorer of ``reward`` (its judge built here); ``token_budget`` is T_max of the compression term, the env's
+    ``context.max_context_tokens``."""
+    return RewardScorer(build_judge(reward.judge, encoder), reward, token_budget)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agemem.core.config import AgeMemConfig, RewardConfig
+from agemem.core.config import RewardConfig
 from agemem.core.env import EpisodeStats, MemoryEnv
 from agemem.rewards.base import Judge, RelevanceItem
 from agemem.rewards.build import build_judge
@@ -34,10 +34,12 @@ from agemem.rollouts.records import EndedBy, Step, Trajectory
 from agemem.rollouts.tasks import Task
 from agemem.tasks.alfworld_games import Game, GameState, TextGame, discover_games, task_text
 from agemem.tasks.base import register_task
+from agemem.tasks.config import TaskRunConfig
 
 if TYPE_CHECKING:
-    from agemem.core.config import AlfworldConfig, RolloutConfig
+    from agemem.core.config import RolloutConfig
     from agemem.core.encoders import Encoder
+    from agemem.tasks.config import AlfworldConfig
 
 BENCHMARK = "alfworld"
 
@@ -363,7 +365,7 @@ class GameScorer:
         return {"rewards": mean_breakdown(breakdowns), "judge": {"name": self.judge.name}}
 
 
-def game_config(config: AgeMemConfig) -> AgeMemConfig:
+def game_config(config: TaskRunConfig) -> TaskRunConfig:
     """``config`` with the ALFWorld system prompt for its tools, unless ``env.system_prompt`` names one already."""
     if config.env.system_prompt:
         return config
@@ -389,10 +391,10 @@ class AlfworldTask:
     def accepts(self, source: str) -> bool:
         return False
 
-    def configure(self, config: AgeMemConfig) -> AgeMemConfig:
+    def configure(self, config: TaskRunConfig) -> TaskRunConfig:
         return game_config(config)
 
-    def load(self, config: AgeMemConfig) -> list[Task]:
+    def load(self, config: TaskRunConfig) -> list[Task]:
         settings = config.alfworld
         games = discover_games(settings.data_dir, settings.split)
         return [game_task(game) for game in (games[: settings.limit] if settings.limit else games)]
@@ -401,7 +403,7 @@ class AlfworldTask:
         """No Stage 1 or 2; Stage 3 is the game (its first observation, then one per command)."""
         return Stages([], [], task.question)
 
-    def episodes(self, config: AgeMemConfig) -> EpisodeFactory:
+    def episodes(self, config: TaskRunConfig) -> EpisodeFactory:
         settings = config.alfworld
 
         def play(
@@ -413,7 +415,7 @@ class AlfworldTask:
 
         return play
 
-    def scorer(self, config: AgeMemConfig, encoder: Encoder | None) -> GameScorer:
+    def scorer(self, config: TaskRunConfig, encoder: Encoder | None) -> GameScorer:
         judge = build_judge(config.reward.judge, encoder)
         return GameScorer(judge, config.reward, config.env.context.max_context_tokens)
 

@@ -22,12 +22,13 @@ from typing import TYPE_CHECKING, Protocol
 from agemem.core.configlib import ConfigError
 
 if TYPE_CHECKING:
-    from agemem.core.config import AgeMemConfig, RolloutConfig
+    from agemem.core.config import RolloutConfig
     from agemem.core.encoders import Encoder
     from agemem.rollouts.driver import EpisodeFactory
     from agemem.rollouts.episode import Stages
     from agemem.rollouts.run import TrajectoryScorer
     from agemem.rollouts.tasks import Task
+    from agemem.tasks.config import TaskRunConfig
 
 
 class TaskSpec(Protocol):
@@ -42,11 +43,11 @@ class TaskSpec(Protocol):
         """Whether ``data.source`` (other than a registered name) means this task, e.g. a HotpotQA file."""
         ...
 
-    def configure(self, config: AgeMemConfig) -> AgeMemConfig:
+    def configure(self, config: TaskRunConfig) -> TaskRunConfig:
         """``config`` as the task's runs need it (return it unchanged when nothing is needed)."""
         ...
 
-    def load(self, config: AgeMemConfig) -> list[Task]:
+    def load(self, config: TaskRunConfig) -> list[Task]:
         """Every item of the configured split, in a fixed order (``data.limit`` is applied by the caller)."""
         ...
 
@@ -54,11 +55,11 @@ class TaskSpec(Protocol):
         """What Stage 1, 2 and 3 show for ``task``."""
         ...
 
-    def episodes(self, config: AgeMemConfig) -> EpisodeFactory:
+    def episodes(self, config: TaskRunConfig) -> EpisodeFactory:
         """How one rollout of a task plays: ``(task, distractors, env, setup, rollout_index) -> episode run``."""
         ...
 
-    def scorer(self, config: AgeMemConfig, encoder: Encoder | None) -> TrajectoryScorer:
+    def scorer(self, config: TaskRunConfig, encoder: Encoder | None) -> TrajectoryScorer:
         """Fills ``trajectory.reward`` with the composite breakdown (``total`` is the reward GRPO uses)."""
         ...
 
@@ -108,13 +109,13 @@ def task_for_source(source: str) -> TaskSpec:
     )
 
 
-def load_tasks(config: AgeMemConfig, *, apply_limit: bool = True) -> list[Task]:
+def load_tasks(config: TaskRunConfig, *, apply_limit: bool = True) -> list[Task]:
     """The items of the task ``data.source`` names (the first ``data.limit`` unless ``apply_limit=False``)."""
     tasks = task_for_source(config.data.source).load(config)
     return tasks[: config.data.limit] if config.data.limit and apply_limit else tasks
 
 
-def load_task_pool(config: AgeMemConfig) -> tuple[list[Task], list[Task]]:
+def load_task_pool(config: TaskRunConfig) -> tuple[list[Task], list[Task]]:
     """``(tasks, pool)``: the first ``data.limit`` items to play and every item (the corpus distractor pool)."""
     pool = load_tasks(config, apply_limit=False)
     return (pool[: config.data.limit] if config.data.limit else pool), pool

@@ -16,9 +16,10 @@ from agemem.rollouts.episode import Stages, qa_stages
 from agemem.tasks.base import register_task
 
 if TYPE_CHECKING:
-    from agemem.core.config import AgeMemConfig, RolloutConfig
+    from agemem.core.config import RolloutConfig
     from agemem.core.encoders import Encoder
     from agemem.rollouts.tasks import Task
+    from agemem.tasks.config import TaskRunConfig
 
 BUNDLED = "bundled:hotpotqa"
 """what ``data.source=hotpotqa`` loads: the sample shipped with agemem."""
@@ -30,7 +31,7 @@ class QATask:
     question; scored by the judge and the composite reward (``agemem.rewards.build.build_scorer``)."""
 
     name: str
-    loader: Callable[[AgeMemConfig], list[Task]]
+    loader: Callable[[TaskRunConfig], list[Task]]
     """every item of the configured split."""
     claims: Callable[[str], bool] = lambda source: False
     """which ``data.source`` values, besides ``name``, mean this task."""
@@ -39,20 +40,20 @@ class QATask:
     def accepts(self, source: str) -> bool:
         return self.claims(source)
 
-    def configure(self, config: AgeMemConfig) -> AgeMemConfig:
+    def configure(self, config: TaskRunConfig) -> TaskRunConfig:
         return config
 
-    def load(self, config: AgeMemConfig) -> list[Task]:
+    def load(self, config: TaskRunConfig) -> list[Task]:
         return self.loader(config)
 
     def stages(self, task: Task, distractors: list[str], rollout: RolloutConfig) -> Stages:
         return qa_stages(task, distractors, rollout)
 
-    def episodes(self, config: AgeMemConfig) -> EpisodeFactory:
+    def episodes(self, config: TaskRunConfig) -> EpisodeFactory:
         return three_stage_episode
 
-    def scorer(self, config: AgeMemConfig, encoder: Encoder | None) -> RewardScorer:
-        return build_scorer(config, encoder)
+    def scorer(self, config: TaskRunConfig, encoder: Encoder | None) -> RewardScorer:
+        return build_scorer(config.reward, config.env.context.max_context_tokens, encoder)
 
 
 def is_hotpotqa_source(source: str) -> bool:
@@ -60,7 +61,7 @@ def is_hotpotqa_source(source: str) -> bool:
     return any(mark in source for mark in ("/", ":", ".", "\\", "~"))
 
 
-def load_hotpotqa_tasks(config: AgeMemConfig) -> list[Task]:
+def load_hotpotqa_tasks(config: TaskRunConfig) -> list[Task]:
     from agemem.rollouts.hotpotqa import load_hotpotqa
 
     data = config.data

@@ -15,23 +15,23 @@ from typing import Any
 
 from rich.console import Console
 
-from agemem.core.config import AgeMemConfig
 from agemem.core.configlib import to_dict
 from agemem.core.encoders import Encoder
 from agemem.rollouts.build import build_driver, build_engine, build_resources, distractors_for
 from agemem.rollouts.records import TrajectoryWriter
 from agemem.rollouts.run import TrajectoryScorer, rewrite_trajectories, summarize_trajectories, summary_table
 from agemem.tasks.base import load_task_pool, no_distractors, task_for_source
+from agemem.tasks.config import TaskRunConfig
 
 
-def task_scorer(config: AgeMemConfig) -> Callable[[Encoder], TrajectoryScorer]:
+def task_scorer(config: TaskRunConfig) -> Callable[[Encoder], TrajectoryScorer]:
     """``encoder -> scorer`` of the task ``data.source`` names (the judge's composite reward for QA tasks)."""
     spec = task_for_source(config.data.source)
     return functools.partial(spec.scorer, spec.configure(config))
 
 
 def run_rollouts(
-    config: AgeMemConfig,
+    config: TaskRunConfig,
     out: str | Path,
     *,
     make_scorer: Callable[[Encoder], TrajectoryScorer] | None = None,
@@ -56,13 +56,15 @@ def run_rollouts(
         from agemem.core.chat import load_tokenizer
 
         tokenizer = load_tokenizer(config.policy.tokenizer or config.env.context.tokenizer)
-    resources = build_resources(config, tokenizer)
+    resources = build_resources(config.env, tokenizer)
     if spec.uses_distractors:
-        distractors = distractors_for(config, tasks, resources.encoder, pool, progress=True)
+        distractors = distractors_for(config.distractors, tasks, resources.encoder, pool, progress=True)
     else:
         distractors = no_distractors(tasks)
-    engine = build_engine(config, model, tokenizer)
-    driver = build_driver(config, engine, tokenizer, resources, make_episode=spec.episodes(config))
+    engine = build_engine(config.engine, model, tokenizer)
+    driver = build_driver(
+        config.rollout, config.sampling, engine, tokenizer, resources, make_episode=spec.episodes(config)
+    )
     console.print(
         f"{len(tasks)} task(s) x {config.rollout.rollouts_per_task} rollouts, engine={engine.name}, "
         f"policy={config.policy.model}"

@@ -10,11 +10,11 @@ from agemem.tasks.base import register_task
 from agemem.tasks.hotpotqa import QATask
 
 if TYPE_CHECKING:
-    from agemem.core.config import AgeMemConfig
     from agemem.rollouts.tasks import Task
+    from agemem.tasks.config import TaskRunConfig
 
 
-def load_synthetic_tasks(config: AgeMemConfig) -> list[Task]:
+def load_synthetic_tasks(config: TaskRunConfig) -> list[Task]:
     from agemem.rollouts.synthetic import generate_synthetic_tasks
 
     synthetic = config.data.synthetic

@@ -19,7 +19,7 @@ from agemem.core.configlib import ConfigError
 if TYPE_CHECKING:
     from accelerate import Accelerator
 
-    from agemem.core.config import TrainConfig
+    from agemem.train.config import TrainConfig
 
 
 def deepspeed_launch() -> bool:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agemem.core.config import AgeMemConfig, PolicyConfig
+from agemem.core.config import PolicyConfig
 from agemem.core.configlib import ConfigError, to_dict
 from agemem.rollouts.build import build_driver, build_engine, build_resources
 from agemem.rollouts.distractors import DistractorCache, build_distractor_generator, prepare_distractors
@@ -36,6 +36,7 @@ from agemem.rollouts.tasks import Task
 from agemem.tasks.base import load_task_pool, no_distractors, task_for_source
 from agemem.train.advantages import compute_advantages
 from agemem.train.checkpoint import TrainerState, latest_checkpoint, load_checkpoint, save_checkpoint
+from agemem.train.config import TrainRunConfig
 from agemem.train.metrics import MetricsLogger, behaviour_metrics, reward_metrics, trajectory_step, truncate_after_step
 from agemem.train.preflight import preflight
 from agemem.train.samples import build_samples
@@ -57,7 +58,7 @@ class Runtime:
     """scheduler length: max_steps x epochs x mini_batches."""
 
     @classmethod
-    def derive(cls, config: AgeMemConfig, accelerator: Accelerator) -> Runtime:
+    def derive(cls, config: TrainRunConfig, accelerator: Accelerator) -> Runtime:
         world = accelerator.num_processes
         if config.train.tasks_per_step % world:
             raise ConfigError(
@@ -101,7 +102,7 @@ def step_tasks(tasks: list[Task], tasks_seen: int, count: int, seed: int, shuffl
 class TrainRun:
     """Everything a training run holds: accelerator, policy, reference, optimizer, engine, driver, scorer."""
 
-    def __init__(self, config: AgeMemConfig, *, accelerator: Accelerator | None = None):
+    def __init__(self, config: TrainRunConfig, *, accelerator: Accelerator | None = None):
         import torch
         from accelerate.utils import set_seed
         from transformers import get_scheduler
@@ -185,7 +186,7 @@ class TrainRun:
         self.tasks, pool = load_task_pool(config)
         if not self.tasks:
             raise ConfigError(f"data.source={config.data.source!r} gave no tasks")
-        self.resources = build_resources(config, self.tokenizer)
+        self.resources = build_resources(config.env, self.tokenizer)
         self.distractor_generator = (
             build_distractor_generator(config.distractors, pool, self.resources.encoder)
             if self.task_spec.uses_distractors
@@ -193,9 +194,10 @@ class TrainRun:
         )
         cache_dir = config.distractors.cache_dir
         self.distractor_cache = DistractorCache(cache_dir) if cache_dir else None
-        self.engine = build_engine(config, self.lm, self.tokenizer, self.accelerator)
+        self.engine = build_engine(config.engine, self.lm, self.tokenizer, self.accelerator)
         self.driver = build_driver(
-            config,
+            config.rollout,
+            config.sampling,
             self.engine,
             self.tokenizer,
             self.resources,
@@ -240,7 +242,7 @@ class TrainRun:
 
 
 def train(
-    config: AgeMemConfig, *, resume: bool = False, accelerator: Accelerator | None = None
+    config: TrainRunConfig, *, resume: bool = False, accelerator: Accelerator | None = None
 ) -> list[dict[str, Any]]:
     """Run ``config.max_steps`` GRPO steps; ``resume`` continues from the newest checkpoint in ``output_dir``.
 

@@ -8,11 +8,11 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
-from agemem.core.config import AgeMemConfig
 from agemem.core.files import atomic_open
 from agemem.rewards.composite import mean_breakdown
 from agemem.rollouts.records import Trajectory
 from agemem.rollouts.run import summarize_trajectories
+from agemem.train.config import TrainRunConfig
 
 
 def behaviour_metrics(trajectories: Sequence[Trajectory]) -> dict[str, float]:
@@ -35,7 +35,7 @@ def reward_metrics(breakdowns: Sequence[dict[str, float]]) -> dict[str, float]:
 class MetricsLogger:
     """Appends one JSON line per step to ``metrics.jsonl`` and mirrors it to wandb / tensorboard."""
 
-    def __init__(self, config: AgeMemConfig, output_dir: Path, *, resume_step: int | None = None):
+    def __init__(self, config: TrainRunConfig, output_dir: Path, *, resume_step: int | None = None):
         self.path = output_dir / "metrics.jsonl"
         if resume_step is not None:
             truncate_after_step(self.path, resume_step)  # steps after the checkpoint are played again

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agemem.core.config import LoRAConfig, PolicyConfig
+from agemem.core.config import PolicyConfig
 from agemem.core.configlib import ConfigError
+from agemem.train.config import LoRAConfig
 
 
 class PlanError(ConfigError):

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agemem.core.config import AgeMemConfig
+from agemem.train.config import TrainRunConfig
 from agemem.train.model_size import ModelDims, PlanError
 
 # DeepSpeed's defaults for the settings accelerate's plugin leaves unset (deepspeed/runtime/zero/config.py)
@@ -107,7 +107,7 @@ def read_accelerate_config(path: str | Path) -> AccelerateSettings:
 
 
 def resolve_parallelism(
-    config: AgeMemConfig,
+    config: TrainRunConfig,
     dims: ModelDims,
     *,
     gpus: int | None = None,

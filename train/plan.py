@@ -42,7 +42,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from agemem.core.config import AgeMemConfig
+from agemem.train.config import TrainRunConfig
 from agemem.train.model_size import ModelDims, ParamCounts, PlanError, count_parameters, resolve_model_dims
 from agemem.train.parallelism import AccelerateSettings, Parallelism, resolve_parallelism
 
@@ -181,7 +181,7 @@ def model_state_components(counts: ParamCounts, par: Parallelism, frozen_bytes: 
     return comps
 
 
-def reference_component(config: AgeMemConfig, counts: ParamCounts, par: Parallelism) -> Component:
+def reference_component(config: TrainRunConfig, counts: ParamCounts, par: Parallelism) -> Component:
     """The frozen reference of the KL term (:class:`agemem.train.policy.Reference`): none when ``grpo.beta == 0``
     or with LoRA (the base with adapters disabled); else a second copy of the initial weights held in ``policy.dtype`` —
     inside a DeepSpeed inference engine, stage 0 (replicated) under ZeRO-1/2 and partitioned under ZeRO-3."""
@@ -201,7 +201,7 @@ def reference_component(config: AgeMemConfig, counts: ParamCounts, par: Parallel
     return Component("reference", dtype_bytes * base, f"{kind}, replicated: {dtype_bytes} x {_p(base)}")
 
 
-def engine_components(config: AgeMemConfig, dims: ModelDims, gpu_bytes: int) -> list[Component]:
+def engine_components(config: TrainRunConfig, dims: ModelDims, gpu_bytes: int) -> list[Component]:
     """The rollout engine's memory on a training GPU.
 
     vLLM colocated takes ``engine.vllm.gpu_memory_utilization x GPU memory`` (weights, KV cache, CUDA graphs: its
@@ -240,7 +240,7 @@ def engine_components(config: AgeMemConfig, dims: ModelDims, gpu_bytes: int) -> 
     ]
 
 
-def longest_sample(config: AgeMemConfig) -> int:
+def longest_sample(config: TrainRunConfig) -> int:
     """The longest training sample a rollout can produce: ``rollout.max_prompt_tokens + sampling.max_tokens``
     when prompts are capped, else vLLM's ``max_model_len``, else the context budget plus a response."""
     if config.rollout.max_prompt_tokens:
@@ -352,7 +352,7 @@ def activation_plan(
     )
 
 
-def _activations_for(config: AgeMemConfig, dims: ModelDims, par: Parallelism, checkpointing: bool) -> ActivationPlan:
+def _activations_for(config: TrainRunConfig, dims: ModelDims, par: Parallelism, checkpointing: bool) -> ActivationPlan:
     train = config.train
     # DeepSpeed bf16 runs a bf16 module (stream and compute in bf16); DDP runs an fp32 module under bf16
     # autocast (fp32 residual stream, bf16 matmul outputs); no mixed precision is fp32 throughout
@@ -562,7 +562,7 @@ class MemoryPlan:
 
 
 def plan_memory(
-    config: AgeMemConfig,
+    config: TrainRunConfig,
     *,
     gpus: int | None = None,
     zero: int | None = None,

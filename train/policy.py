@@ -19,8 +19,8 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from agemem.core.config import LoRAConfig
 from agemem.core.configlib import ConfigError
+from agemem.train.config import LoRAConfig
 
 if TYPE_CHECKING:
     from accelerate import Accelerator

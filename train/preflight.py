@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import logging
 
-from agemem.core.config import AgeMemConfig
 from agemem.core.configlib import ConfigError
 from agemem.core.versions import check_versions
+from agemem.train.config import TrainRunConfig
 
 SYNCED_BACKENDS: dict[str, str] = {
     "transformers": "generates with the trainer's own module, so every rollout sees the latest weights",
@@ -19,7 +19,7 @@ SYNCED_BACKENDS: dict[str, str] = {
 """engine backends whose samples come from the policy being trained, and why."""
 
 
-def check_on_policy(config: AgeMemConfig) -> None:
+def check_on_policy(config: TrainRunConfig) -> None:
     """GRPO's importance ratio π_θ/π_θ_old assumes the samples came from π_θ_old (the weights before this
     update). An engine whose weights are never synced (``engine.backend=openai``: a served, fixed model)
     samples from π_0 at every step, so from step 2 on the run would train on another model's samples as if
@@ -58,7 +58,7 @@ def check_on_policy(config: AgeMemConfig) -> None:
     )
 
 
-def check_weight_sync_possible(config: AgeMemConfig, *, cuda: bool) -> None:
+def check_weight_sync_possible(config: TrainRunConfig, *, cuda: bool) -> None:
     """A ``trl vllm-serve`` server receives weights over NCCL only (TRL's client refuses a non-CUDA device), so
     server mode on a machine without CUDA can generate but never sync: refuse it before the first rollout
     rather than fail in the first ``sync_weights``."""
@@ -69,13 +69,13 @@ def check_weight_sync_possible(config: AgeMemConfig, *, cuda: bool) -> None:
         )
 
 
-def check_sampling_supported(config: AgeMemConfig) -> None:
+def check_sampling_supported(config: TrainRunConfig) -> None:
     """Training samples: temperature 0 gives K identical rollouts, and a group without variance has no signal."""
     if config.sampling.temperature <= 0:
         raise ConfigError("training samples from the policy: set sampling.temperature > 0 (GRPO needs diversity)")
 
 
-def engine_features(config: AgeMemConfig, *, deepspeed: bool) -> set[str]:
+def engine_features(config: TrainRunConfig, *, deepspeed: bool) -> set[str]:
     """The version-checked features a run uses (see :data:`agemem.core.versions.KNOWN_BAD`)."""
     features = {"vllm"} if config.engine.backend == "vllm" else set()
     if deepspeed:
@@ -83,7 +83,7 @@ def engine_features(config: AgeMemConfig, *, deepspeed: bool) -> set[str]:
     return features
 
 
-def preflight(config: AgeMemConfig, *, deepspeed: bool, cuda: bool) -> None:
+def preflight(config: TrainRunConfig, *, deepspeed: bool, cuda: bool) -> None:
     """Every start-up check; ``deepspeed`` says whether the launch uses accelerate's DeepSpeed plugin, ``cuda``
     whether this process trains on a CUDA device."""
     check_sampling_supported(config)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from agemem.core.config import AgeMemConfig
+    from agemem.train.config import TrainRunConfig
 
 WEIGHT_CHECK_MAX_BYTES = 2 * 1024**3
 """compare weights only when the saved policy is under this size (the comparison holds two copies in RAM)."""
@@ -46,7 +46,7 @@ def behaviour_rows(history: list[dict[str, Any]]) -> list[tuple[str, float, floa
     return [(k, float(first[k]), float(last.get(k, float("nan")))) for k in keys]
 
 
-def weight_change(config: AgeMemConfig, checkpoint: Path) -> WeightChange | None:
+def weight_change(config: TrainRunConfig, checkpoint: Path) -> WeightChange | None:
     """The final checkpoint against the initial policy; None for LoRA adapters or policies too large to hold twice."""
     policy_dir = checkpoint / "policy"
     files = list(policy_dir.glob("*.safetensors"))

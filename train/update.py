@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from agemem.core.config import GRPOConfig, TrainConfig
+from agemem.train.config import GRPOConfig, TrainConfig
 from agemem.train.distributed import zero_stage
 from agemem.train.loss import AGGREGATIONS, grpo_token_loss, truncated_is_weight
 from agemem.train.policy import Reference, TokenLogprobs

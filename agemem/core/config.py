@@ -1,4 +1,14 @@
-"""The typed configuration of the agent's world. Defaults here are the source of truth.
+"""The typed configuration of the agent's world: the sections every command shares. Defaults here are the source
+of truth.
+
+:class:`AgentConfig` holds the memory environment, the policy and how it samples, the tasks, the three-stage
+episode and its reward: what playing an episode needs. Each command's root extends it with the sections of the
+component that reads them, defined beside that component: ``agemem rollout``
+(:class:`agemem.tasks.config.TaskRunConfig`: the tasks' own sections), ``agemem train``
+(:class:`agemem.train.config.TrainRunConfig`), ``agemem eval`` (:class:`agemem.eval.config.EvalRunConfig`),
+``agemem eval stream`` (:class:`agemem.eval.stream.config.StreamRunConfig`), ``agemem learn``
+(:class:`agemem.recipes.learn.LearnRunConfig`), ``agemem demo`` (:class:`agemem.entrypoints.demo.DemoRunConfig`).
+:mod:`agemem.entrypoints.roots` picks the root per command.
 
 YAML files (``configs/``) and ``key.sub=value`` CLI overrides only change fields; see
 :mod:`agemem.core.configlib` for loading. Each field carries a one-line doc right below it.
@@ -11,18 +21,6 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from agemem.core.configlib import ConfigError
-from agemem.core.eval_config import (  # noqa: F401  (re-exported: one import path for every section)
-    EVAL_VARIANTS,
-    RETENTION_FEATURES,
-    AlfworldConfig,
-    EvalConfig,
-    StreamAddition,
-    StreamConfig,
-    StreamDeletion,
-    StreamRetention,
-    StreamTaskName,
-    Variant,
-)
 from agemem.core.tools import TOOL_NAMES, TOOLS
 
 BUNDLED_ENCODER = "bundled:all-MiniLM-L6-v2"
@@ -142,18 +140,6 @@ class EnvConfig:
             raise ConfigError(
                 f"rag_top_k={self.rag_top_k} must be in [0, ltm.max_top_k={self.ltm.max_top_k}] (0 = no retrieval)"
             )
-
-
-@dataclass
-class DemoConfig:
-    data: str = "bundled:hotpotqa"
-    """HotpotQA JSON file for `agemem demo`; default: the 100-question dev sample shipped with the package."""
-    example: int = 0
-    """index of the HotpotQA question the demo episode plays."""
-
-    def validate(self) -> None:
-        if self.example < 0:
-            raise ConfigError(f"example={self.example} must be >= 0")
 
 
 @dataclass
@@ -490,119 +476,6 @@ class RewardConfig:
 
 
 @dataclass
-class GRPOConfig:
-    beta: float = 0.1
-    """weight of the k3 KL penalty against the reference policy (paper: 0.1); 0 = no reference model."""
-    epsilon_low: float = 0.2
-    """lower PPO clip: the ratio is clipped at 1 - epsilon_low."""
-    epsilon_high: float = 0.2
-    """upper PPO clip: the ratio is clipped at 1 + epsilon_high."""
-    advantage_scale: Literal["group", "batch", "none"] = "group"
-    """A = (R - group mean) / (std + eps) with the group's sample std (paper), the batch's, or A = R - group mean."""
-    advantage_eps: float = 1e-6
-    """eps in the advantage denominator."""
-    loss_aggregation: Literal["token_mean", "sequence_mean"] = "token_mean"
-    """token_mean: mean over every completion token of the global batch; sequence_mean: mean over LLM steps of
-    each step's token mean."""
-    tis_cap: float | None = None
-    """truncated importance sampling: weight each token by min(exp(logp_old - logp_engine), cap); null = off."""
-
-    def validate(self) -> None:
-        if self.beta < 0 or self.epsilon_low < 0 or self.epsilon_high < 0:
-            raise ConfigError("beta, epsilon_low and epsilon_high must be >= 0")
-        if self.epsilon_low >= 1:
-            raise ConfigError(f"epsilon_low={self.epsilon_low} must be < 1 (the ratio is clipped at 1 - epsilon_low)")
-        if self.advantage_eps <= 0:
-            raise ConfigError(f"advantage_eps={self.advantage_eps} must be > 0")
-        if self.tis_cap is not None and self.tis_cap <= 0:
-            raise ConfigError(f"tis_cap={self.tis_cap} must be > 0 (or null to turn the correction off)")
-
-
-@dataclass
-class LoRAConfig:
-    enabled: bool = False
-    """train LoRA adapters (peft) instead of every weight; the reference policy is then the adapter-free base."""
-    r: int = 16
-    """adapter rank."""
-    alpha: int = 32
-    """adapter scaling numerator (scale = alpha / r)."""
-    dropout: float = 0.0
-    """dropout on the adapter input; 0 keeps logp_old and the update's logp identical before the first step."""
-    target_modules: list[str] = field(
-        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
-    )
-    """module names that get adapters (Qwen2/Qwen3 attention and MLP projections)."""
-
-    def validate(self) -> None:
-        if self.r < 1 or self.alpha < 1 or not self.target_modules:
-            raise ConfigError("lora.r and lora.alpha must be >= 1 and lora.target_modules non-empty")
-        if not 0 <= self.dropout < 1:
-            raise ConfigError(f"lora.dropout={self.dropout} must be in [0, 1)")
-
-
-@dataclass
-class TrainConfig:
-    tasks_per_step: int = 8
-    """tasks per optimizer step across all ranks, each rolled out rollout.rollouts_per_task times."""
-    learning_rate: float = 1e-6
-    """peak learning rate of AdamW."""
-    weight_decay: float = 0.0
-    """AdamW weight decay."""
-    adam_betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
-    """AdamW betas."""
-    lr_scheduler: Literal["constant", "linear", "cosine"] = "constant"
-    """learning-rate schedule after warmup, over max_steps optimizer steps x mini_batches x epochs."""
-    warmup_steps: int = 0
-    """linear warmup, in optimizer updates."""
-    max_grad_norm: float = 1.0
-    """gradient clipping by global norm; 0 = off."""
-    epochs: int = 1
-    """passes over each rollout batch (PPO epochs); 1 with mini_batches 1 = one update per batch (default)."""
-    mini_batches: int = 1
-    """optimizer updates per epoch: each rank's samples are cut into this many mini-batches."""
-    micro_batch_tokens: int = 16384
-    """padded tokens per forward pass (micro-batching by a token budget; gradients accumulate over them)."""
-    merge_steps: bool = True
-    """merge consecutive steps of a trajectory whose prompt + completion prefixes the next prompt (same loss,
-    fewer tokens forwarded)."""
-    gradient_checkpointing: bool = False
-    """recompute activations in the backward pass (less memory, ~30% more compute)."""
-    mixed_precision: Literal["", "no", "bf16", "fp16"] = ""
-    """what the forward computes in: accelerate's autocast over fp32 master weights, or under DeepSpeed its
-    bf16/fp16 section (filled from this; a DeepSpeed config that says otherwise is refused); empty: whatever
-    `accelerate launch` / its config says (else no). See policy.dtype for where the weights live."""
-    logprob_chunk_tokens: int = 1024
-    """completion positions per lm-head chunk when computing log-probs ([chunk, vocab] logits live at a time)."""
-    shuffle: bool = True
-    """shuffle tasks each epoch over the data (seeded by the run seed)."""
-    off_policy: bool = False
-    """allow an engine whose weights are never synced (engine.backend=openai): its samples are reweighted by
-    truncated importance sampling (grpo.tis_cap, required); false refuses such a run at start."""
-
-    def validate(self) -> None:
-        if self.tasks_per_step < 1 or self.epochs < 1 or self.mini_batches < 1:
-            raise ConfigError("tasks_per_step, epochs and mini_batches must be >= 1")
-        if self.learning_rate <= 0 or self.max_grad_norm < 0 or self.warmup_steps < 0:
-            raise ConfigError("learning_rate must be > 0, max_grad_norm and warmup_steps >= 0")
-        if len(self.adam_betas) != 2 or not all(0 <= b < 1 for b in self.adam_betas):
-            raise ConfigError(f"adam_betas={self.adam_betas} must be two numbers in [0, 1)")
-        if self.micro_batch_tokens < 1 or self.logprob_chunk_tokens < 1:
-            raise ConfigError("micro_batch_tokens and logprob_chunk_tokens must be >= 1")
-
-
-@dataclass
-class CheckpointConfig:
-    every: int = 50
-    """save a checkpoint every this many steps (and at the last step); 0 = only at the end."""
-    keep_last: int = 2
-    """checkpoints kept; older ones are deleted after a new one is complete."""
-
-    def validate(self) -> None:
-        if self.every < 0 or self.keep_last < 1:
-            raise ConfigError(f"every={self.every} must be >= 0 and keep_last={self.keep_last} >= 1")
-
-
-@dataclass
 class LoggingConfig:
     wandb: Literal["disabled", "online", "offline"] = "disabled"
     """Weights & Biases logging (offline writes a run directory to sync later)."""
@@ -623,17 +496,15 @@ class LoggingConfig:
 
 
 @dataclass
-class AgeMemConfig:
+class AgentConfig:
+    """The sections every command shares: what playing an episode needs."""
+
     output_dir: str = "runs/agemem"
-    """run directory: metrics.jsonl, trajectories.jsonl, checkpoints/ (agemem train)."""
-    max_steps: int = 100
-    """optimizer steps of agemem train (one rollout batch each)."""
+    """run directory: metrics.jsonl, trajectories.jsonl, checkpoints/ (agemem train), rollouts (agemem rollout)."""
     seed: int = 0
     """run seed: task order, sampling seeds per step, dropout."""
     env: EnvConfig = field(default_factory=EnvConfig)
     """the memory environment: LTM, STM, tools, encoder, summarizer."""
-    demo: DemoConfig = field(default_factory=DemoConfig)
-    """the scripted demo episode (`agemem demo`)."""
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     """the policy model and its tokenizer."""
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
@@ -648,33 +519,13 @@ class AgeMemConfig:
     """the three-stage episode and the batched driver."""
     reward: RewardConfig = field(default_factory=RewardConfig)
     """the composite reward (paper Appendix A.2)."""
-    grpo: GRPOConfig = field(default_factory=GRPOConfig)
-    """step-wise GRPO: advantages, clipping, KL (paper §3.4)."""
-    train: TrainConfig = field(default_factory=TrainConfig)
-    """optimizer, batches, precision."""
-    lora: LoRAConfig = field(default_factory=LoRAConfig)
-    """LoRA adapters (peft)."""
-    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
-    """checkpoints of agemem train."""
     logging: LoggingConfig = field(default_factory=LoggingConfig)
-    """metrics, wandb, tensorboard, trajectory samples."""
-    eval: EvalConfig = field(default_factory=EvalConfig)
-    """task benchmarks (`agemem eval`)."""
-    alfworld: AlfworldConfig = field(default_factory=AlfworldConfig)
-    """ALFWorld games (`agemem eval alfworld`)."""
-    stream: StreamConfig = field(default_factory=StreamConfig)
-    """streaming memory-management benchmarks (`agemem eval stream`)."""
+    """metrics, wandb, tensorboard, trajectory samples, progress bars."""
 
     def validate(self) -> None:
-        if self.max_steps < 0:
-            raise ConfigError(f"max_steps={self.max_steps} must be >= 0")
+        # the cross-section checks of a root; a root that extends this one calls super().validate() (roots combine)
         if self.rollout.introspective_top_k > self.env.ltm.max_top_k:
             raise ConfigError(
                 f"rollout.introspective_top_k={self.rollout.introspective_top_k} exceeds "
                 f"env.ltm.max_top_k={self.env.ltm.max_top_k}; lower the first or raise the second"
-            )
-        if self.eval.rag_top_k > self.env.ltm.max_top_k:
-            raise ConfigError(
-                f"eval.rag_top_k={self.eval.rag_top_k} exceeds env.ltm.max_top_k={self.env.ltm.max_top_k}; "
-                "lower the first or raise the second"
             )

@@ -35,12 +35,13 @@ from agemem.core.configlib import ConfigError, from_dict, to_dict, validate_tree
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-    from agemem.core.config import AgeMemConfig, EnvConfig
+    from agemem.core.config import EnvConfig
     from agemem.core.encoders import Encoder
     from agemem.core.env import RetrievalRecord, StepResult
     from agemem.core.ltm import MemoryEntry
     from agemem.rollouts.engines.base import SamplingParams
     from agemem.rollouts.engines.chat import ChatModel, ChatReply
+    from agemem.tasks.config import TaskRunConfig
 
 EXPORT_FORMAT = "agemem-export/1"
 """``format`` of ``agemem.json``: bumped when the agent settings change incompatibly."""
@@ -336,7 +337,7 @@ def _agent_step(text: str, result: StepResult) -> AgentStep:
 # --------------------------------------------------------------------------------------------- agemem.json
 
 
-def agent_settings(config: AgeMemConfig, source: dict[str, Any]) -> dict[str, Any]:
+def agent_settings(config: TaskRunConfig, source: dict[str, Any]) -> dict[str, Any]:
     """The content of ``agemem.json``: how to run the policy as it was trained."""
     env = to_dict(config.env)
     env["context"]["tokenizer"] = ""  # the export's own tokenizer counts the context

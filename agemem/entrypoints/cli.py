@@ -11,10 +11,10 @@ from pathlib import Path
 
 import yaml
 
-from agemem.core.config import EVAL_VARIANTS
-from agemem.core.configlib import ConfigError, load_config, to_dict
+from agemem.core.configlib import ConfigError, to_dict
 from agemem.entrypoints.roots import load_command_config, load_eval_config, load_resume_config
 from agemem.eval.benchmarks import BUILTIN
+from agemem.eval.config import EVAL_VARIANTS
 
 
 def _add_config_arguments(parser: argparse.ArgumentParser) -> None:
@@ -30,14 +30,14 @@ def _add_config_arguments(parser: argparse.ArgumentParser) -> None:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from agemem.entrypoints.demo import run_demo
 
-    run_demo(load_command_config(args.config, args.overrides), out=args.out)
+    run_demo(load_command_config("demo", args.config, args.overrides), out=args.out)
     return 0
 
 
 def _cmd_rollout(args: argparse.Namespace) -> int:
     from agemem.tasks.run import run_rollouts, task_scorer
 
-    config = load_command_config(args.config, args.overrides)
+    config = load_command_config("rollout", args.config, args.overrides)
     run_rollouts(config, args.out, make_scorer=None if args.no_rewards else task_scorer(config))
     return 0
 
@@ -54,8 +54,10 @@ def _cmd_train(args: argparse.Namespace) -> int:
     from agemem.train.loop import train
     from agemem.train.summary import summary_table, weight_change
 
-    load = load_resume_config if args.resume else load_command_config
-    config = load(args.config, args.overrides)  # --resume alone continues with the run's own config
+    if args.resume:  # --resume alone continues with the run's own config
+        config = load_resume_config(args.config, args.overrides)
+    else:
+        config = load_command_config("train", args.config, args.overrides)
     history = train(config, resume=args.resume)
     checkpoint = latest_checkpoint(Path(config.output_dir))
     if history and checkpoint is not None and _is_main_process():
@@ -99,7 +101,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     from agemem.train.parallelism import read_accelerate_config
     from agemem.train.plan import plan_memory, render_plan, write_plan_json
 
-    config = load_command_config(args.config, args.overrides)
+    config = load_command_config("plan", args.config, args.overrides)
     accelerate = read_accelerate_config(args.accelerate_config) if args.accelerate_config else None
     memory = 80.0 if args.gpu_memory_gb is None else args.gpu_memory_gb
     plan = plan_memory(config, gpus=args.gpus, zero=args.zero, gpu_memory_gib=memory, accelerate=accelerate)
@@ -115,10 +117,10 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 def _cmd_learn(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from agemem.recipes.learn import LearnRunConfig, learn, report_table
+    from agemem.recipes.learn import learn, report_table
 
     overrides = [*args.overrides, *(["reward.mode=answer_only"] if args.answer_only else [])]
-    config = load_config(LearnRunConfig, args.config, overrides)
+    config = load_command_config("learn", args.config, overrides)
     report = learn(config, progress=config.logging.progress)
     console = Console()
     console.print(report_table(report))
@@ -169,7 +171,7 @@ def _cmd_eval_stream(args: argparse.Namespace) -> int:
 
     from agemem.eval.stream.evaluate import evaluate_stream, results_table, tune_retention
 
-    config = load_eval_config(args.config, _stream_overrides(args), args.model or [])
+    config = load_eval_config(args.config, _stream_overrides(args), args.model or [], command="stream")
     console = Console()
     if args.tune_retention:
         report = tune_retention(config, args.out)
@@ -273,7 +275,7 @@ def _cmd_chat(args: argparse.Namespace) -> int:
 
 
 def _cmd_config(args: argparse.Namespace) -> int:
-    config = load_command_config(args.config, args.overrides)
+    config = load_command_config("config", args.config, args.overrides)
     sys.stdout.write(yaml.safe_dump(to_dict(config), sort_keys=False))
     return 0
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +18,31 @@ from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
 
-from agemem.core.config import AgeMemConfig
+from agemem.core.config import AgentConfig
 from agemem.core.configlib import ConfigError
 from agemem.core.env import EnvResources, MemoryEnv, StepResult
 from agemem.core.resources import resolve
 from agemem.core.tools import LTM_TOOLS
+
+
+@dataclass
+class DemoConfig:
+    data: str = "bundled:hotpotqa"
+    """HotpotQA JSON file for `agemem demo`; default: the 100-question dev sample shipped with the package."""
+    example: int = 0
+    """index of the HotpotQA question the demo episode plays."""
+
+    def validate(self) -> None:
+        if self.example < 0:
+            raise ConfigError(f"example={self.example} must be >= 0")
+
+
+@dataclass
+class DemoRunConfig(AgentConfig):
+    """`agemem demo`'s root: the shared sections plus which question the scripted episode plays."""
+
+    demo: DemoConfig = field(default_factory=DemoConfig)
+    """the scripted demo episode (`agemem demo`)."""
 
 
 @dataclass
@@ -142,7 +162,7 @@ def _memory_table(env: MemoryEnv) -> Table:
     return table
 
 
-def run_demo(config: AgeMemConfig, console: Console | None = None, out: str | None = None) -> MemoryEnv:
+def run_demo(config: DemoRunConfig, console: Console | None = None, out: str | None = None) -> MemoryEnv:
     console = console or Console()
     q = load_demo_question(config.demo.data, config.demo.example)
     env_config = config.env

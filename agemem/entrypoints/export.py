@@ -38,9 +38,9 @@ from typing import TYPE_CHECKING, Any, Literal
 import yaml
 
 import agemem
-from agemem.core.config import AgeMemConfig
 from agemem.core.configlib import to_dict
 from agemem.entrypoints.agent import AGENT_FILE, agent_settings
+from agemem.train.config import TrainRunConfig
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -112,7 +112,7 @@ class _Source:
     """What the export reads: the resolved model, the run's config and the checkpoint's step."""
 
     resolved: ResolvedModel
-    config: AgeMemConfig
+    config: TrainRunConfig
     """the training run's config (defaults outside a run) with the caller's overrides."""
     run_dir: Path | None
     checkpoint: Path | None
@@ -182,7 +182,7 @@ def _locate(path: Path, overrides: list[str], config_file: str | Path | None) ->
     return _Source(resolved, config, run_dir, checkpoint, step, base)
 
 
-def _run_config(run_dir: Path | None, overrides: list[str], config_file: str | Path | None) -> AgeMemConfig:
+def _run_config(run_dir: Path | None, overrides: list[str], config_file: str | Path | None) -> TrainRunConfig:
     """The training run's config (``config.json``), else ``config_file``, else the defaults; then ``overrides``."""
     from agemem.core.configlib import parse_override, read_yaml, set_dotted, validate_tree
     from agemem.entrypoints.roots import config_from_tree
@@ -203,7 +203,7 @@ def _run_config(run_dir: Path | None, overrides: list[str], config_file: str | P
             raise ExportError(f"{run_dir / 'config.json'} is not the JSON agemem train writes ({err})") from err
     for item in overrides:
         set_dotted(tree, *parse_override(item))
-    config = config_from_tree(tree)
+    config = config_from_tree(tree, "export")
     validate_tree(config)
     return config
 
@@ -287,7 +287,9 @@ def _cast_parameters(model: PreTrainedModel, dtype) -> None:
         parameter.data = parameter.data.to(dtype)
 
 
-def _set_generation_config(model: PreTrainedModel, tokenizer, config: AgeMemConfig, stop_ids: tuple[int, ...]) -> None:
+def _set_generation_config(
+    model: PreTrainedModel, tokenizer, config: TrainRunConfig, stop_ids: tuple[int, ...]
+) -> None:
     """The trained sampling settings, stopping at the end of the assistant's turn (as the rollouts did)."""
     sampling = config.sampling
     generation = model.generation_config
@@ -391,7 +393,7 @@ _SKIPPED_RESULT_KEYS = {"played", "resumed", "wall_s", "games", "questions"}
 
 
 def model_card(
-    config: AgeMemConfig,
+    config: TrainRunConfig,
     origin: dict[str, Any],
     evaluations: list[dict[str, Any]],
     metrics: dict[str, Any],

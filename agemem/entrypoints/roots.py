@@ -1,44 +1,84 @@
-"""Which config root a YAML file (or a run's ``config.json``) was written for.
+"""One config root per command, and what a YAML file (or a run's ``config.json``) may hold.
 
-Each command has its own root: ``AgeMemConfig`` for train / rollout / eval / export / chat / plan / demo, and
-a recipe's own root (``LearnRunConfig``: the training config plus the recipe's ``learn`` section) for its
-command. A file written for a recipe still drives the plain commands (``agemem train --config
-configs/learn_cpu.yaml``, exporting a recipe's run): the recipe's section is recognised, validated and left
-to the recipe, so that every shipped config loads everywhere it did before.
+Each command reads its own root: the shared sections (:class:`agemem.core.config.AgentConfig`) plus the sections
+of the components it runs, each defined beside its component:
+
+| command | root |
+|---|---|
+| ``demo`` | :class:`agemem.entrypoints.demo.DemoRunConfig` |
+| ``rollout``, ``chat`` | :class:`agemem.tasks.config.TaskRunConfig` |
+| ``train``, ``plan``, ``export`` | :class:`agemem.train.config.TrainRunConfig` |
+| ``eval hotpotqa``, ``eval alfworld`` | :class:`agemem.eval.config.EvalRunConfig` |
+| ``eval stream`` | :class:`agemem.eval.stream.config.StreamRunConfig` |
+| ``learn`` | :class:`agemem.recipes.learn.LearnRunConfig` |
+
+A file may hold the sections of several commands (``configs/learn_cpu.yaml`` drives ``learn``, ``train`` and
+``export``): every section it names is validated, against :class:`AgeMemConfig`, the union of all roots, so a typo
+is caught by any command ("unknown config key 'max_step'; did you mean 'max_steps'?"), and each command keeps the
+sections of its own root.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from agemem.core.config import AgeMemConfig
-from agemem.core.configlib import from_dict, load_config, read_yaml
+from agemem.core.config import AgentConfig
+from agemem.core.configlib import ConfigError, from_dict, load_config, parse_override, set_dotted, to_dict
+from agemem.entrypoints.demo import DemoRunConfig
+from agemem.eval.config import EvalRunConfig
+from agemem.eval.stream.config import StreamRunConfig
 from agemem.recipes.learn import LearnRunConfig
+from agemem.tasks.config import TaskRunConfig
+from agemem.train.config import TrainRunConfig
 
-RECIPE_ROOTS: dict[str, type[AgeMemConfig]] = {"learn": LearnRunConfig}
-"""a recipe's section name -> the root that owns it."""
-
-
-def root_for(tree: Mapping[str, Any]) -> type[AgeMemConfig]:
-    """The root whose sections ``tree`` uses: a recipe's root when it has that recipe's section."""
-    for section, root in RECIPE_ROOTS.items():
-        if section in tree:
-            return root
-    return AgeMemConfig
+Root = TypeVar("Root", bound=AgentConfig)
 
 
-def load_command_config(path: str | Path | None, overrides: list[str]) -> AgeMemConfig:
-    """``load_config`` with the root chosen by the file's (and the overrides') sections."""
-    sections = set(read_yaml(path)) if path is not None else set()
-    sections |= {item.split("=", 1)[0].split(".", 1)[0] for item in overrides}
-    return load_config(root_for(dict.fromkeys(sections)), path, overrides)
+@dataclass
+class AgeMemConfig(LearnRunConfig, StreamRunConfig, DemoRunConfig):
+    """Every section of every command: what a config file may hold (`agemem config` prints it)."""
 
 
-def config_from_tree(tree: Mapping[str, Any]) -> AgeMemConfig:
-    """A config from a saved tree (a run's ``config.json``), with the root it was written for."""
-    return from_dict(root_for(tree), dict(tree))
+COMMAND_ROOTS: dict[str, type[AgentConfig]] = {
+    "demo": DemoRunConfig,
+    "rollout": TaskRunConfig,
+    "chat": TaskRunConfig,
+    "train": TrainRunConfig,
+    "plan": TrainRunConfig,
+    "export": TrainRunConfig,
+    "eval": EvalRunConfig,
+    "stream": StreamRunConfig,
+    "learn": LearnRunConfig,
+    "config": AgeMemConfig,
+}
+"""the root each command reads."""
+
+
+def project(config: AgentConfig, root: type[Root]) -> Root:
+    """The sections of ``config`` that ``root`` has (validated again as that root)."""
+    names = {f.name for f in dataclasses.fields(root)}
+    return from_dict(root, {key: value for key, value in to_dict(config).items() if key in names})
+
+
+def root_of(command: str) -> type[AgentConfig]:
+    if command not in COMMAND_ROOTS:
+        raise ConfigError(f"no config root for command {command!r}; known: {', '.join(COMMAND_ROOTS)}")
+    return COMMAND_ROOTS[command]
+
+
+def load_command_config(command: str, path: str | Path | None, overrides: list[str]) -> Any:
+    """``command``'s root from its defaults, ``path`` and ``overrides``; every section named anywhere is validated."""
+    return project(load_config(AgeMemConfig, path, overrides), root_of(command))
+
+
+def config_from_tree(tree: Mapping[str, Any], command: str) -> Any:
+    """``command``'s root from a saved tree (a run's ``config.json``), which may hold other commands' sections."""
+    return project(from_dict(AgeMemConfig, dict(tree)), root_of(command))
 
 
 RUN_ENVIRONMENT = ("env", "sampling", "rollout", "distractors", "reward")
@@ -54,9 +94,6 @@ def run_environment(specs: list[str]) -> tuple[Path, dict[str, Any]] | None:
     ``--config``. Models that are no run (a base model, an endpoint) take the run's environment too, so a
     base-vs-trained comparison plays both in the same one.
     """
-    import json
-
-    from agemem.core.configlib import ConfigError
     from agemem.eval.models import training_layout
 
     found: dict[Path, dict[str, Any]] = {}
@@ -77,31 +114,25 @@ def run_environment(specs: list[str]) -> tuple[Path, dict[str, Any]] | None:
     return next(iter(found.items()), None)
 
 
-def load_eval_config(path: str | Path | None, overrides: list[str], models: list[str]) -> AgeMemConfig:
-    """An evaluation's config: ``--config`` when given; else the environment of the run being evaluated
-    (:func:`run_environment`) over the defaults; then ``overrides``."""
-    from agemem.core.configlib import parse_override, set_dotted
-
+def load_eval_config(path: str | Path | None, overrides: list[str], models: list[str], command: str = "eval") -> Any:
+    """An evaluation's config (``command``: ``eval`` or ``stream``): ``--config`` when given; else the environment of
+    the run being evaluated (:func:`run_environment`) over the defaults; then ``overrides``."""
     found = run_environment(models) if path is None else None
     if found is None:
-        return load_command_config(path, overrides)
+        return load_command_config(command, path, overrides)
     tree: dict[str, Any] = dict(found[1])
     for item in overrides:
         set_dotted(tree, *parse_override(item))
-    return from_dict(root_for(tree), tree)
+    return config_from_tree(tree, command)
 
 
-def load_resume_config(path: str | Path | None, overrides: list[str]) -> AgeMemConfig:
+def load_resume_config(path: str | Path | None, overrides: list[str]) -> TrainRunConfig:
     """``agemem train --resume`` without ``--config``: the run's own ``config.json`` (all of it), then overrides."""
-    import json
-
-    from agemem.core.configlib import parse_override, set_dotted
-
-    config = load_command_config(path, overrides)
+    config = load_command_config("train", path, overrides)
     saved = Path(config.output_dir) / "config.json"
     if path is not None or not saved.is_file():
         return config
     tree = json.loads(saved.read_text())
     for item in overrides:
         set_dotted(tree, *parse_override(item))
-    return from_dict(root_for(tree), tree)
+    return config_from_tree(tree, "train")

@@ -24,9 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from agemem.core.config import AgeMemConfig, JudgeConfig, StreamConfig
+from agemem.core.config import JudgeConfig
 from agemem.core.files import atomic_open
 from agemem.core.httpclient import ChatClient, HTTPRequestError
+from agemem.eval.stream.config import StreamConfig, StreamRunConfig
 from agemem.rewards.judges import parse_score
 
 if TYPE_CHECKING:
@@ -244,6 +245,6 @@ def build_addition(config: StreamConfig) -> AdditionRule:
     return rules[config.addition]
 
 
-def coarse_judge_for(config: AgeMemConfig) -> CoarseJudge | None:
+def coarse_judge_for(config: StreamRunConfig) -> CoarseJudge | None:
     """The coarse judge when the run needs one (coarse addition or evaluator), else None."""
     return build_coarse_judge(config.reward.judge) if uses_coarse(config.stream) else None

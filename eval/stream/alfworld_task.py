@@ -26,11 +26,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from agemem.core.config import AgeMemConfig, AlfworldConfig
 from agemem.core.configlib import ConfigError
 from agemem.core.prompts import system_prompt, template_tools
 from agemem.eval.stream.agent import Dialogue, memory_turn_message, task_message
 from agemem.eval.stream.base import Attempt, Demonstration, StreamItem
+from agemem.eval.stream.config import StreamRunConfig
+from agemem.tasks.config import AlfworldConfig
 
 if TYPE_CHECKING:
     from agemem.eval.stream.base import MemoryTools
@@ -195,7 +196,7 @@ def alfworld_item(game: Game) -> StreamItem:
     )
 
 
-def alfworld_stream(config: AgeMemConfig) -> AlfworldStreamTask:
+def alfworld_stream(config: StreamRunConfig) -> AlfworldStreamTask:
     """The solvable games of ``alfworld.split`` (``alfworld.limit`` applies first, then ``stream.limit``)."""
     from agemem.tasks.alfworld_games import discover_games
 

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from agemem.core.config import StreamConfig
 from agemem.eval.stream.bank import MemoryBank, Record
+from agemem.eval.stream.config import StreamConfig
 
 
 @dataclass(frozen=True)

@@ -22,13 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agemem.core.config import AgeMemConfig
 from agemem.core.configlib import ConfigError, to_dict
 from agemem.core.encoders import build_encoder
 from agemem.eval.report import Column, console_table, markdown_table, write_json, write_text
 from agemem.eval.stream.addition import CoarseJudge, coarse_judge_for, evaluator_name, uses_coarse
 from agemem.eval.stream.analysis import summarize
 from agemem.eval.stream.base import ModelSolver, Solver, StreamItem, StreamTask
+from agemem.eval.stream.config import StreamRunConfig
 from agemem.eval.stream.plots import stream_plot
 from agemem.eval.stream.retention import HAND_WEIGHTS, cem_search
 from agemem.eval.stream.runner import run_stream
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from agemem.eval.stream.base import Attempt, Demonstration, MemoryTools
 
 
-def strategy_label(config: AgeMemConfig) -> str:
+def strategy_label(config: StreamRunConfig) -> str:
     """A short name of a run's strategy, e.g. ``strict+history``, ``add_all/recent``, ``add_all+lru@50``."""
     s = config.stream
     if s.replay_of:
@@ -134,7 +134,7 @@ class Shared:
     """What the runs of one command share: the encoder, the model backends and the coarse judges, each built when
     first needed (a fully resumed run loads no model)."""
 
-    config: AgeMemConfig
+    config: StreamRunConfig
     encoder: Encoder | None = None
     backends: dict[str, Backend] = field(default_factory=dict)
     solver: Solver | None = None
@@ -147,7 +147,7 @@ class Shared:
             self.encoder = build_encoder(self.config.env.encoder)
         return self.encoder
 
-    def coarse_judge(self, config: AgeMemConfig) -> CoarseJudge | None:
+    def coarse_judge(self, config: StreamRunConfig) -> CoarseJudge | None:
         if not uses_coarse(config.stream):
             return None
         if self.coarse is not None:
@@ -159,7 +159,7 @@ class Shared:
             self._judges[key] = judge
         return self._judges[key]
 
-    def solver_for(self, config: AgeMemConfig, task: StreamTask) -> tuple[Solver, str, Any]:
+    def solver_for(self, config: StreamRunConfig, task: StreamTask) -> tuple[Solver, str, Any]:
         """``(solver, model label, resolved model description)``: the given solver, or the model of
         ``eval.models`` (default: the configured policy or endpoint) playing through ``task``."""
         if self.solver is not None:
@@ -186,7 +186,7 @@ class LazyModelSolver:
 
     task: StreamTask
     backend: Any
-    config: AgeMemConfig
+    config: StreamRunConfig
     name: str = "model"
     _solver: ModelSolver | None = None
 
@@ -203,7 +203,7 @@ class LazyModelSolver:
 
 
 def run_one(
-    config: AgeMemConfig, out: Path, shared: Shared, *, label: str | None = None
+    config: StreamRunConfig, out: Path, shared: Shared, *, label: str | None = None
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Play one strategy into ``out`` and write its results; returns ``(results, steps)``."""
     task = build_task(config)
@@ -238,7 +238,7 @@ def run_one(
 
 
 def evaluate_stream(
-    config: AgeMemConfig,
+    config: StreamRunConfig,
     out: str | Path,
     *,
     backends: dict[str, Backend] | None = None,
@@ -260,7 +260,7 @@ def evaluate_stream(
 
 
 def tune_retention(
-    config: AgeMemConfig,
+    config: StreamRunConfig,
     out: str | Path,
     *,
     backends: dict[str, Backend] | None = None,

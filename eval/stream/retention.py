@@ -41,8 +41,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from agemem.core.config import RETENTION_FEATURES, StreamConfig
 from agemem.eval.stream.bank import MemoryBank, Record
+from agemem.eval.stream.config import RETENTION_FEATURES, StreamConfig
 
 HAND_WEIGHTS: dict[str, float] = {
     "success": 1.0,

@@ -30,13 +30,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from agemem.core.config import AgeMemConfig
 from agemem.core.configlib import ConfigError, to_dict
 from agemem.eval.report import check_identity, drop_torn_tail
 from agemem.eval.stream.addition import Outcome, build_addition, evaluator_name, uses_coarse, utility
 from agemem.eval.stream.agent import BankTools
 from agemem.eval.stream.bank import INITIAL_STEP, MemoryBank, Record, Retrieved
 from agemem.eval.stream.base import Demonstration, Solver, StreamItem, StreamTask, ground_truth_of
+from agemem.eval.stream.config import StreamRunConfig
 from agemem.eval.stream.deletion import build_deletion
 from agemem.eval.stream.order import apply_order, build_ordering
 from agemem.eval.stream.retention import build_retention, evict
@@ -56,7 +56,9 @@ _RESUMABLE_KEYS = ("limit", "plot")
 # --------------------------------------------------------------------------------------------- the stream
 
 
-def stream_items(config: AgeMemConfig, task: StreamTask, encoder: Encoder) -> tuple[list[StreamItem], list[StreamItem]]:
+def stream_items(
+    config: StreamRunConfig, task: StreamTask, encoder: Encoder
+) -> tuple[list[StreamItem], list[StreamItem]]:
     """``(initial, stream)``: the first ``initial_size`` items seed the bank; of the rest, the first ``limit``
     (all when 0) are the stream, put in ``stream.order``."""
     settings = config.stream
@@ -74,7 +76,7 @@ def stream_items(config: AgeMemConfig, task: StreamTask, encoder: Encoder) -> tu
     return initial, apply_order(rest, positions)
 
 
-def initial_records(config: AgeMemConfig, task: StreamTask, items: Sequence[StreamItem]) -> list[Record]:
+def initial_records(config: StreamRunConfig, task: StreamTask, items: Sequence[StreamItem]) -> list[Record]:
     """The bank before the stream: each item's ground-truth execution; ``round(initial_noise · n)`` of them, drawn
     with ``random.Random(f"{seed}/initial")``, get a failed execution instead (noisy initial memory)."""
     settings = config.stream
@@ -126,7 +128,7 @@ def precision_at_k(retrieved: Sequence[Retrieved], task_key: str | None, k: int)
 class StreamState:
     """The bank and the rules of one run; ``step`` plays one task, ``replay`` re-applies a logged one."""
 
-    config: AgeMemConfig
+    config: StreamRunConfig
     task: StreamTask
     bank: MemoryBank
     coarse: CoarseJudge | None = None
@@ -337,12 +339,12 @@ def read_steps(run_dir: str | Path) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------------------------- one run
 
 
-def strategy_settings(config: AgeMemConfig) -> dict[str, Any]:
+def strategy_settings(config: StreamRunConfig) -> dict[str, Any]:
     """The stream settings that define a run (``limit`` and ``plot`` may change on a continuation)."""
     return {k: v for k, v in to_dict(config.stream).items() if k not in _RESUMABLE_KEYS}
 
 
-def run_identity(config: AgeMemConfig, task: StreamTask, model: str) -> dict[str, Any]:
+def run_identity(config: StreamRunConfig, task: StreamTask, model: str) -> dict[str, Any]:
     judge = config.reward.judge
     return {
         "benchmark": BENCHMARK,
@@ -374,7 +376,7 @@ class RunOutcome:
 
 
 def run_stream(
-    config: AgeMemConfig,
+    config: StreamRunConfig,
     task: StreamTask,
     solver: Solver,
     encoder: Encoder,

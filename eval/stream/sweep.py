@@ -25,10 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agemem.core.config import AgeMemConfig
 from agemem.core.configlib import ConfigError, from_dict, parse_override, read_yaml, set_dotted, to_dict
 from agemem.eval.report import slug
 from agemem.eval.stream.analysis import paired_comparison
+from agemem.eval.stream.config import StreamRunConfig
 from agemem.eval.stream.evaluate import Shared, run_one, write_outputs
 
 if TYPE_CHECKING:
@@ -95,17 +95,17 @@ def load_sweep(path: str | Path) -> SweepSpec:
     return parse_sweep(read_yaml(path), str(path))
 
 
-def strategy_config(config: AgeMemConfig, *layers: dict[str, Any]) -> AgeMemConfig:
+def strategy_config(config: StreamRunConfig, *layers: dict[str, Any]) -> StreamRunConfig:
     """``config`` with the layers of dotted overrides applied in order, validated."""
     raw = to_dict(config)
     for layer in layers:
         for key, value in layer.items():
             set_dotted(raw, key, value)
-    return from_dict(AgeMemConfig, raw)
+    return from_dict(type(config), raw)  # the caller's root: its sections stay, whichever they are
 
 
 def run_sweep(
-    config: AgeMemConfig,
+    config: StreamRunConfig,
     spec: SweepSpec,
     out: str | Path,
     *,

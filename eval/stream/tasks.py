@@ -22,12 +22,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from agemem.core.config import AgeMemConfig
 from agemem.core.configlib import ConfigError
 from agemem.core.prompts import system_prompt, template_tools
 from agemem.core.text import normalize_answer
 from agemem.eval.stream.agent import Dialogue, memory_turn_message, task_message
 from agemem.eval.stream.base import Attempt, Demonstration, StreamItem, StreamTask
+from agemem.eval.stream.config import StreamRunConfig
 from agemem.rewards.judges import exact_match, f1_score
 
 if TYPE_CHECKING:
@@ -150,7 +150,7 @@ def hotpotqa_item(task: Task, show_context: bool) -> StreamItem:
     )
 
 
-def hotpotqa_stream(config: AgeMemConfig) -> QAStreamTask:
+def hotpotqa_stream(config: StreamRunConfig) -> QAStreamTask:
     """HotpotQA questions of ``data.source`` (``data.limit`` applies first)."""
     from agemem.tasks import load_tasks
 
@@ -219,7 +219,7 @@ def synthetic_items(total: int, families: int, seed: int, show_context: bool) ->
     return items
 
 
-def synthetic_stream(config: AgeMemConfig) -> QAStreamTask:
+def synthetic_stream(config: StreamRunConfig) -> QAStreamTask:
     stream = config.stream
     items = synthetic_items(
         stream.synthetic_tasks, stream.synthetic_families, config.data.synthetic.seed, stream.show_context
@@ -227,7 +227,7 @@ def synthetic_stream(config: AgeMemConfig) -> QAStreamTask:
     return _qa(config, "synthetic", items, sorted({i.answer or "" for i in items}))
 
 
-def _qa(config: AgeMemConfig, name: str, items: list[StreamItem], answers: list[str]) -> QAStreamTask:
+def _qa(config: StreamRunConfig, name: str, items: list[StreamItem], answers: list[str]) -> QAStreamTask:
     stream = config.stream
     return QAStreamTask(
         name,
@@ -244,7 +244,7 @@ def _qa(config: AgeMemConfig, name: str, items: list[StreamItem], answers: list[
 # --------------------------------------------------------------------------------------------- build
 
 
-def build_task(config: AgeMemConfig) -> StreamTask:
+def build_task(config: StreamRunConfig) -> StreamTask:
     """The adapter named by ``stream.task``."""
     if config.stream.task == "hotpotqa":
         return hotpotqa_stream(config)

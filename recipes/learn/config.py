@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from agemem.core.config import AgeMemConfig
 from agemem.core.configlib import ConfigError
+from agemem.train.config import TrainRunConfig
 
 
 @dataclass
@@ -112,7 +112,7 @@ class LearnConfig:
 
 
 @dataclass
-class LearnRunConfig(AgeMemConfig):
+class LearnRunConfig(TrainRunConfig):
     """`agemem learn`'s root: the training config plus the recipe's ``learn`` section."""
 
     learn: LearnConfig = field(default_factory=LearnConfig)

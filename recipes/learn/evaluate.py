@@ -22,11 +22,11 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agemem.core.config import AgeMemConfig
 from agemem.rewards.build import build_scorer
 from agemem.rewards.judges import exact_match
 from agemem.rollouts.build import build_driver, build_engine, build_resources, distractors_for
 from agemem.rollouts.policy import load_policy
+from agemem.train.config import TrainRunConfig
 
 if TYPE_CHECKING:
     from agemem.core.encoders import Encoder
@@ -87,7 +87,7 @@ def episode_score(trajectory: Trajectory, task: Task, breakdown: dict[str, float
 
 
 def evaluate_policy(
-    config: AgeMemConfig,
+    config: TrainRunConfig,
     model_dir: str | Path,
     tasks: Sequence[Task],
     *,
@@ -103,13 +103,15 @@ def evaluate_policy(
         rollout=replace(config.rollout, rollouts_per_task=1),
     )
     model, tokenizer = load_policy(config.policy)
-    resources = build_resources(config, tokenizer, encoder=encoder)
-    engine = build_engine(config, model, tokenizer)
-    driver = build_driver(config, engine, tokenizer, resources, progress=progress)
-    distractors = distractors_for(config, tasks, resources.encoder)
+    resources = build_resources(config.env, tokenizer, encoder=encoder)
+    engine = build_engine(config.engine, model, tokenizer)
+    driver = build_driver(config.rollout, config.sampling, engine, tokenizer, resources, progress=progress)
+    distractors = distractors_for(config.distractors, tasks, resources.encoder)
     trajectories = driver.run(list(tasks), distractors, seed=seed).trajectories
     by_id = {task.id: task for task in tasks}
-    breakdowns = build_scorer(config, resources.encoder)(trajectories, [by_id[t.task_id] for t in trajectories])
+    breakdowns = build_scorer(config.reward, config.env.context.max_context_tokens, resources.encoder)(
+        trajectories, [by_id[t.task_id] for t in trajectories]
+    )
     scores = [episode_score(t, by_id[t.task_id], b) for t, b in zip(trajectories, breakdowns, strict=True)]
     return scores, trajectories
 

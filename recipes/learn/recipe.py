@@ -189,8 +189,15 @@ def _play_expert(
     )
     play = replace(config, rollout=replace(config.rollout, rollouts_per_task=1))
     engine = ExpertEngine(tokenizer, expert, end_of_turn_ids(tokenizer)[0])
-    driver = build_driver(play, engine, tokenizer, build_resources(play, tokenizer, encoder=encoder), progress=False)
-    return driver.run(tasks, distractors_for(play, tasks, encoder)).trajectories
+    driver = build_driver(
+        play.rollout,
+        play.sampling,
+        engine,
+        tokenizer,
+        build_resources(play.env, tokenizer, encoder=encoder),
+        progress=False,
+    )
+    return driver.run(tasks, distractors_for(play.distractors, tasks, encoder)).trajectories
 
 
 def _stage_tokenizer(config: LearnRunConfig, seeds: TaskSeeds, directory: Path, encoder: Encoder):

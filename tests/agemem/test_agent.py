@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 import agemem
-from agemem.core.config import AgeMemConfig
 from agemem.core.configlib import load_config
 from agemem.entrypoints.agent import AgentError, MemoryAgent, agent_settings
+from agemem.entrypoints.roots import AgeMemConfig
 from tests.agemem.memory_policy import ScriptedMemoryPolicy
 
 

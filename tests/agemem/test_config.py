@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from agemem.core.config import AgeMemConfig, EnvConfig
+from agemem.core.config import EnvConfig
 from agemem.core.configlib import ConfigError, from_dict, load_config, parse_override
-from agemem.entrypoints.roots import load_command_config
+from agemem.entrypoints.roots import COMMAND_ROOTS, AgeMemConfig, load_command_config
 
 CONFIGS = sorted((Path(__file__).parents[2] / "configs").glob("*.yaml"))
 
@@ -83,7 +83,7 @@ def test_non_string_yaml_value_for_a_string_field_says_to_quote_it(tmp_path):
 )
 def test_bad_values_name_the_key_and_the_fix(overrides, message):
     with pytest.raises(ConfigError) as info:
-        load_command_config(None, overrides)  # learn.* keys load with the recipe's root
+        load_command_config("train", None, overrides)  # learn.* keys are validated by every command
     assert message in str(info.value)
     assert not str(info.value).startswith("learn.learn.")  # the section's prefix is added once, by the loader
 
@@ -101,7 +101,8 @@ def test_missing_and_malformed_files(tmp_path):
 
 @pytest.mark.parametrize("path", CONFIGS, ids=[p.name for p in CONFIGS])
 def test_shipped_configs_load(path):
-    assert isinstance(load_command_config(path, []), AgeMemConfig)  # each file with the root of its command
+    for command, root in COMMAND_ROOTS.items():  # every file loads for every command, as that command's root
+        assert type(load_command_config(command, path, [])) is root
 
 
 def test_from_dict_builds_a_section_directly():

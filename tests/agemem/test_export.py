@@ -13,14 +13,13 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from agemem.core.config import AgeMemConfig
 from agemem.core.configlib import load_config
 from agemem.core.prompts import system_prompt
 from agemem.core.tools import TOOL_NAMES, tool_schemas
 from agemem.entrypoints import export as export_module
 from agemem.entrypoints.cli import main
 from agemem.entrypoints.export import ExportError, ExportSettings, _inside, export_policy
-from agemem.entrypoints.roots import load_command_config
+from agemem.entrypoints.roots import AgeMemConfig, load_command_config
 from agemem.eval.models import load_model, resolve_model
 from tests.train.test_train_e2e import TINY
 
@@ -216,7 +215,7 @@ def test_a_checkpoint_outside_its_run_takes_its_settings_from_config(full_run, t
     shutil.copytree(next((full_run / "checkpoints").iterdir()) / "policy", loose)  # no run around it
     export_policy(loose, tmp_path / "export", FAST, config_file="configs/learn_cpu.yaml", overrides=["seed=3"])
     settings = json.loads((tmp_path / "export" / "agemem.json").read_text())
-    learn_cpu = load_command_config("configs/learn_cpu.yaml", [])
+    learn_cpu = load_command_config("learn", "configs/learn_cpu.yaml", [])
     assert settings["env"]["system_prompt"] == learn_cpu.env.system_prompt
     assert settings["sampling"]["temperature"] == learn_cpu.sampling.temperature
     assert settings["source"]["kind"] == "hf" and settings["source"]["step"] is None

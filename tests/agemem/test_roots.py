@@ -4,10 +4,20 @@ import json
 
 import pytest
 
-from agemem.core.config import AgeMemConfig
 from agemem.core.configlib import ConfigError
-from agemem.entrypoints.roots import load_command_config, load_eval_config, load_resume_config
+from agemem.entrypoints.demo import DemoRunConfig
+from agemem.entrypoints.roots import (
+    AgeMemConfig,
+    config_from_tree,
+    load_command_config,
+    load_eval_config,
+    load_resume_config,
+)
+from agemem.eval.config import EvalRunConfig
+from agemem.eval.stream.config import StreamRunConfig
 from agemem.recipes.learn import LearnRunConfig
+from agemem.tasks.config import TaskRunConfig
+from agemem.train.config import TrainRunConfig
 
 
 def _run(root, **sections):
@@ -21,17 +31,38 @@ def _run(root, **sections):
     return root
 
 
-def test_a_recipe_file_loads_with_its_recipe_root_everywhere():
-    assert type(load_command_config("configs/learn_cpu.yaml", [])) is LearnRunConfig
-    assert type(load_command_config("configs/tiny_cpu.yaml", [])) is AgeMemConfig
-    assert type(load_command_config(None, ["learn.seeds=[1]"])) is LearnRunConfig
+def test_each_command_reads_its_own_root_from_a_shared_file():
+    learn_cpu = "configs/learn_cpu.yaml"
+    assert type(load_command_config("learn", learn_cpu, [])) is LearnRunConfig
+    train = load_command_config("train", learn_cpu, [])
+    assert type(train) is TrainRunConfig and not hasattr(train, "learn") and not hasattr(train, "eval")
+    assert train.max_steps == load_command_config("learn", learn_cpu, []).max_steps  # the shared sections agree
+    evaluation = load_command_config("eval", learn_cpu, [])
+    assert type(evaluation) is EvalRunConfig and not hasattr(evaluation, "grpo")
+    assert type(load_command_config("stream", None, [])) is StreamRunConfig
+    assert type(load_command_config("rollout", None, [])) is TaskRunConfig
+    assert type(load_command_config("demo", None, [])) is DemoRunConfig and not hasattr(DemoRunConfig(), "alfworld")
+    # another command's section is validated, not ignored: a typo in grpo stops `agemem eval` too
+    with pytest.raises(ConfigError, match=r"unknown config key 'grpo\.bta'; did you mean 'grpo\.beta'"):
+        load_command_config("eval", None, ["grpo.bta=0.1"])
+    with pytest.raises(ConfigError, match="unknown config key 'evl'; did you mean 'eval'"):
+        load_command_config("train", None, ["evl.plot=false"])
+    with pytest.raises(ConfigError, match="no config root for command 'nope'"):
+        load_command_config("nope", None, [])
+
+
+def test_a_recipe_run_s_saved_config_loads_for_export(tmp_path):
+    tree = {"learn": {"seeds": [3]}, "max_steps": 5, "eval": {"plot": False}}
+    assert type(config_from_tree(tree, "export")) is TrainRunConfig
+    assert config_from_tree(tree, "export").max_steps == 5
+    assert config_from_tree(tree, "learn").learn.seeds == [3]
 
 
 def test_evaluating_a_run_without_config_plays_in_the_run_s_environment(tmp_path):
     run = _run(tmp_path / "run", sampling={"max_tokens": 48}, rollout={"stage1_max_steps": 5}, train={"epochs": 3})
     config = load_eval_config(None, ["eval.plot=false"], [str(run)])
     assert config.sampling.max_tokens == 48 and config.rollout.stage1_max_steps == 5
-    assert config.train.epochs == AgeMemConfig().train.epochs  # training settings are not the environment
+    assert not hasattr(config, "train")  # training settings are not the environment, nor the evaluation's root
     assert config.eval.plot is False  # the command's own flags still apply on top
     # a checkpoint of the run, and a base model compared beside it, play in the same environment
     checkpoint = str(run / "checkpoints" / "step_000001")
@@ -54,4 +85,6 @@ def test_resume_without_config_continues_with_the_run_s_own_config(tmp_path):
     config = load_resume_config(None, [f"output_dir={run}", "max_steps=9"])
     assert (config.sampling.max_tokens, config.train.epochs, config.max_steps) == (48, 3, 9)
     with_file = load_resume_config("configs/tiny_cpu.yaml", [f"output_dir={run}"])
-    assert with_file.sampling.max_tokens == load_command_config("configs/tiny_cpu.yaml", []).sampling.max_tokens
+    assert (
+        with_file.sampling.max_tokens == load_command_config("train", "configs/tiny_cpu.yaml", []).sampling.max_tokens
+    )

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from agemem.core.chat import load_tokenizer
-from agemem.core.config import AgeMemConfig
 from agemem.core.configlib import ConfigError, load_config
 from agemem.core.context import SUMMARY_PREFIX
+from agemem.entrypoints.roots import AgeMemConfig
 from agemem.eval.alfworld import evaluate_alfworld, game_system_prompt, normalize_command, snapshots
 from agemem.eval.alfworld_games import (
     TASK_TYPES,

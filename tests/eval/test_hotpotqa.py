@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from agemem.core.chat import load_tokenizer
-from agemem.core.config import AgeMemConfig
 from agemem.core.configlib import ConfigError, load_config
 from agemem.core.tools import TOOL_NAMES
+from agemem.entrypoints.roots import AgeMemConfig
 from agemem.eval.hotpotqa import evaluate_hotpotqa
 from agemem.eval.models import Backend
 from agemem.tasks import load_tasks

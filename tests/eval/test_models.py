@@ -8,10 +8,12 @@ import json
 import pytest
 import torch
 
-from agemem.core.config import AgeMemConfig, LoRAConfig, PolicyConfig
+from agemem.core.config import PolicyConfig
 from agemem.core.configlib import ConfigError, load_config
+from agemem.entrypoints.roots import AgeMemConfig
 from agemem.eval.models import default_model, endpoint_tokenizer, load_model, resolve_model
 from agemem.rollouts.policy import load_policy
+from agemem.train.config import LoRAConfig
 from agemem.train.policy import add_lora
 
 IDS = torch.tensor([[9707, 11, 1879, 0, 151644, 77091]])

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from agemem.core.config import AgeMemConfig
 from agemem.core.configlib import ConfigError, load_config
+from agemem.entrypoints.roots import AgeMemConfig
 from agemem.eval.benchmarks import BUILTIN, benchmark_names, get_benchmark, register_benchmark, unregister_benchmark
 from agemem.eval.models import Backend
 from agemem.eval.report import RUN_COLUMNS, Column, Panel

@@ -7,8 +7,9 @@ import re
 
 import pytest
 
-from agemem.core.config import AgeMemConfig, JudgeConfig
+from agemem.core.config import JudgeConfig
 from agemem.core.configlib import ConfigError, load_config
+from agemem.entrypoints.roots import AgeMemConfig
 from agemem.rewards.base import AnswerItem, MemoryItem, RelevanceItem
 from agemem.rewards.build import build_judge, build_rule_judge, build_scorer
 from agemem.rewards.judges import LLMJudge, RuleJudge, TransformersJudge
@@ -124,7 +125,7 @@ def test_scorer_report_has_every_term_mean_and_the_judge():
     from tests.rewards.test_terms import TASK, trajectory  # constructed trajectories with hand-computed terms
 
     config = load_config(AgeMemConfig)
-    scorer = build_scorer(config)
+    scorer = build_scorer(config.reward, config.env.context.max_context_tokens)
     assert scorer.token_budget == config.env.context.max_context_tokens and scorer.config is config.reward
     right, wrong = trajectory(), trajectory(answer="Bergen")
     breakdowns = scorer([right, wrong], [TASK])

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from agemem.core.config import AgeMemConfig
 from agemem.core.configlib import load_config
+from agemem.entrypoints.roots import AgeMemConfig
 from agemem.rewards.composite import score_trajectories
 from agemem.rewards.judges import RuleJudge
 from agemem.rollouts.build import build_driver, build_resources, distractors_for
@@ -42,10 +42,10 @@ def play_variant(name, tasks, qwen_tokenizer):
         ],
     )
     encoder = WordSetEncoder()
-    resources = build_resources(config, qwen_tokenizer, encoder=encoder)
+    resources = build_resources(config.env, qwen_tokenizer, encoder=encoder)
     engine = ScriptedEngine(qwen_tokenizer, MemoryAgent(tasks, answers=answers, **options))
-    driver = build_driver(config, engine, qwen_tokenizer, resources, progress=False)
-    trajectories = driver.run(tasks, distractors_for(config, tasks, encoder)).trajectories
+    driver = build_driver(config.rollout, config.sampling, engine, qwen_tokenizer, resources, progress=False)
+    trajectories = driver.run(tasks, distractors_for(config.distractors, tasks, encoder)).trajectories
     breakdowns = score_trajectories(
         trajectories, {t.id: t for t in tasks}, RuleJudge(), config.reward, config.env.context.max_context_tokens
     )

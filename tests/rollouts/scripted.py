@@ -110,7 +110,7 @@ def play_expert(tokenizer, tasks, habits):
     """The synthetic expert plays each task once through the real driver and env (word-set encoder),
     with all of a task's people in one Stage-1 message, as `agemem learn` plays them."""
     from agemem.core.chat import end_of_turn_ids
-    from agemem.core.config import AgeMemConfig
+    from agemem.entrypoints.roots import AgeMemConfig
     from agemem.recipes.learn.expert import ExpertEngine, SyntheticExpert
     from agemem.rollouts.build import build_driver, build_resources
     from tests.conftest import WordSetEncoder
@@ -123,6 +123,11 @@ def play_expert(tokenizer, tasks, habits):
     config.rollout.introspective_top_k = 0
     engine = ExpertEngine(tokenizer, SyntheticExpert(tasks, habits), end_of_turn_ids(tokenizer)[0])
     driver = build_driver(
-        config, engine, tokenizer, build_resources(config, tokenizer, WordSetEncoder()), progress=False
+        config.rollout,
+        config.sampling,
+        engine,
+        tokenizer,
+        build_resources(config.env, tokenizer, WordSetEncoder()),
+        progress=False,
     )
     return driver.run(tasks, {t.id: t.distractors for t in tasks}).trajectories

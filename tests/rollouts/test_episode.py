@@ -12,11 +12,11 @@ import json
 import pytest
 
 from agemem.core.chat import render_chat
-from agemem.core.config import AgeMemConfig
 from agemem.core.configlib import load_config
 from agemem.core.context import SUMMARY_PREFIX
 from agemem.core.env import MemoryEnv
 from agemem.core.text import contains_answer
+from agemem.entrypoints.roots import AgeMemConfig
 from agemem.rollouts.build import build_driver, build_resources, distractors_for
 from agemem.rollouts.distractors import CorpusDistractors, DistractorCache, TaskDistractors, prepare_distractors
 from agemem.rollouts.episode import Episode
@@ -41,10 +41,10 @@ def make_config(*overrides: str) -> AgeMemConfig:
 
 def play(tasks, config, policy, qwen_tokenizer, *, distractors=None, writer=None):
     encoder = WordSetEncoder()
-    resources = build_resources(config, qwen_tokenizer, encoder=encoder)
-    distractors = distractors or distractors_for(config, tasks, encoder)
+    resources = build_resources(config.env, qwen_tokenizer, encoder=encoder)
+    distractors = distractors or distractors_for(config.distractors, tasks, encoder)
     engine = ScriptedEngine(qwen_tokenizer, policy)
-    driver = build_driver(config, engine, qwen_tokenizer, resources, progress=False)
+    driver = build_driver(config.rollout, config.sampling, engine, qwen_tokenizer, resources, progress=False)
     return driver.run(tasks, distractors, writer=writer), engine, resources
 
 
@@ -158,12 +158,12 @@ def test_hard_prompt_cap_ends_the_episode(tasks, qwen_tokenizer):
 def test_engine_error_ends_only_that_episode(tasks, qwen_tokenizer):
     config = make_config()
     encoder = WordSetEncoder()
-    resources = build_resources(config, qwen_tokenizer, encoder=encoder)
+    resources = build_resources(config.env, qwen_tokenizer, encoder=encoder)
     engine = ScriptedEngine(
         qwen_tokenizer, MemoryAgent(tasks), fail_on=lambda c: any(m["content"] == tasks[0].question for m in c)
     )
-    driver = build_driver(config, engine, qwen_tokenizer, resources, progress=False)
-    first, second = driver.run(tasks, distractors_for(config, tasks, encoder)).trajectories
+    driver = build_driver(config.rollout, config.sampling, engine, qwen_tokenizer, resources, progress=False)
+    first, second = driver.run(tasks, distractors_for(config.distractors, tasks, encoder)).trajectories
     assert first.ended_by == "engine_error" and first.error == "scripted failure" and first.answer is None
     assert second.ended_by == "answer" and second.answer == tasks[1].answer
 
@@ -171,9 +171,9 @@ def test_engine_error_ends_only_that_episode(tasks, qwen_tokenizer):
 def test_prompt_ids_decode_to_the_context_the_env_held(tasks, qwen_tokenizer):
     """Drive one episode by hand and compare every request with the live environment."""
     config = make_config("env.summarizer.backend=policy")
-    resources = build_resources(config, qwen_tokenizer, encoder=WordSetEncoder())
+    resources = build_resources(config.env, qwen_tokenizer, encoder=WordSetEncoder())
     engine = ScriptedEngine(qwen_tokenizer, MemoryAgent(tasks, stage2="summary"))
-    driver = build_driver(config, engine, qwen_tokenizer, resources, progress=False)
+    driver = build_driver(config.rollout, config.sampling, engine, qwen_tokenizer, resources, progress=False)
     env = MemoryEnv(resources, scope="by-hand")
     task = tasks[0]
     run = Episode(task, task.distractors, env, driver.setup, 0).play()
@@ -230,7 +230,7 @@ def test_filter_in_stage2_removes_distractors_before_the_question(tasks, qwen_to
 def test_distractors_are_shared_by_the_k_rollouts_and_differ_across_tasks(qwen_tokenizer, tmp_path):
     tasks = generate_synthetic_tasks(4, seed=9)
     config = make_config("distractors.generator=corpus", f"distractors.cache_dir={tmp_path}", "distractors.count=3")
-    distractors = distractors_for(config, tasks[:2], WordSetEncoder(), pool=tasks)
+    distractors = distractors_for(config.distractors, tasks[:2], WordSetEncoder(), pool=tasks)
     config.rollout.rollouts_per_task = 3
     result, _, _ = play(tasks[:2], config, MemoryAgent(tasks), qwen_tokenizer, distractors=distractors)
     by_task = {}
@@ -312,8 +312,10 @@ def test_driver_bounds_live_episodes_orders_results_and_writes_jsonl(tasks, qwen
 
 def test_missing_distractors_are_a_clear_error(tasks, qwen_tokenizer):
     config = make_config()
-    resources = build_resources(config, qwen_tokenizer, encoder=WordSetEncoder())
-    driver = build_driver(config, ScriptedEngine(qwen_tokenizer, MemoryAgent(tasks)), qwen_tokenizer, resources)
+    resources = build_resources(config.env, qwen_tokenizer, encoder=WordSetEncoder())
+    driver = build_driver(
+        config.rollout, config.sampling, ScriptedEngine(qwen_tokenizer, MemoryAgent(tasks)), qwen_tokenizer, resources
+    )
     with pytest.raises(KeyError, match="no distractors for task"):
         driver.run(tasks, {})
 
@@ -327,10 +329,12 @@ def test_a_task_listed_twice_gets_separate_memory_banks(tasks, qwen_tokenizer):
 def test_memory_ids_are_the_same_in_every_run(tasks, qwen_tokenizer):
     config = make_config()
     encoder = WordSetEncoder()
-    resources = build_resources(config, qwen_tokenizer, encoder=encoder)
-    driver = build_driver(config, ScriptedEngine(qwen_tokenizer, MemoryAgent(tasks)), qwen_tokenizer, resources)
+    resources = build_resources(config.env, qwen_tokenizer, encoder=encoder)
+    driver = build_driver(
+        config.rollout, config.sampling, ScriptedEngine(qwen_tokenizer, MemoryAgent(tasks)), qwen_tokenizer, resources
+    )
     driver.progress = False
-    distractors = distractors_for(config, tasks, encoder)
+    distractors = distractors_for(config.distractors, tasks, encoder)
     first, again = (driver.run(tasks, distractors).trajectories for _ in range(2))
     assert [[m["memory_id"] for m in t.final_memory] for t in first] == [
         [m["memory_id"] for m in t.final_memory] for t in again
@@ -354,10 +358,10 @@ def test_config_sampling_reaches_every_engine_call(tasks, qwen_tokenizer):
             return super().generate(prompts, sampling, messages=messages)
 
     encoder = WordSetEncoder()
-    resources = build_resources(config, qwen_tokenizer, encoder=encoder)
+    resources = build_resources(config.env, qwen_tokenizer, encoder=encoder)
     engine = Recording(qwen_tokenizer, MemoryAgent(tasks))
-    driver = build_driver(config, engine, qwen_tokenizer, resources, progress=False)
-    driver.run(tasks[:1], distractors_for(config, tasks[:1], encoder))
+    driver = build_driver(config.rollout, config.sampling, engine, qwen_tokenizer, resources, progress=False)
+    driver.run(tasks[:1], distractors_for(config.distractors, tasks[:1], encoder))
     assert seen and {(s.temperature, s.top_p, s.top_k, s.max_tokens, s.seed) for s in seen} == {(0.7, 0.9, 5, 77, 3)}
     assert {s.stop_token_ids for s in seen} == {(151645,)}  # the chat template's end of turn
 

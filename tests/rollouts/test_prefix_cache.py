@@ -9,8 +9,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from agemem.core.config import AgeMemConfig, EngineConfig
+from agemem.core.config import EngineConfig
 from agemem.core.configlib import ConfigError
+from agemem.entrypoints.roots import AgeMemConfig
 from agemem.rollouts.build import build_engine
 from agemem.rollouts.engines.base import SamplingParams
 from agemem.rollouts.engines.prefix_cache import BLOCK, CachedPrefix, PrefixCache
@@ -201,4 +202,4 @@ def test_capacity_is_validated_in_the_store_and_the_config():
 def test_build_engine_passes_the_configured_capacity(policy):
     model, tokenizer = policy
     config = AgeMemConfig(engine=EngineConfig(prefix_cache_tokens=1234))
-    assert build_engine(config, model, tokenizer).prefix_cache.capacity_tokens == 1234
+    assert build_engine(config.engine, model, tokenizer).prefix_cache.capacity_tokens == 1234

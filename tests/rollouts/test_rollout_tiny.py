@@ -8,9 +8,9 @@ import math
 
 import pytest
 
-from agemem.core.config import AgeMemConfig
 from agemem.core.configlib import load_config
 from agemem.entrypoints.cli import main
+from agemem.entrypoints.roots import AgeMemConfig
 from agemem.rollouts.build import build_driver, build_engine, build_resources, distractors_for
 from agemem.rollouts.policy import load_policy
 from agemem.rollouts.records import read_trajectories
@@ -46,10 +46,10 @@ def policy(config):
 def test_sampled_rollouts_of_one_task_differ_and_carry_engine_logprobs(config, policy):
     model, tokenizer = policy
     tasks = load_tasks(config)[:1]
-    resources = build_resources(config, tokenizer, encoder=WordSetEncoder())
-    engine = build_engine(config, model, tokenizer)
-    driver = build_driver(config, engine, tokenizer, resources, progress=False)
-    result = driver.run(tasks, distractors_for(config, tasks, resources.encoder))
+    resources = build_resources(config.env, tokenizer, encoder=WordSetEncoder())
+    engine = build_engine(config.engine, model, tokenizer)
+    driver = build_driver(config.rollout, config.sampling, engine, tokenizer, resources, progress=False)
+    result = driver.run(tasks, distractors_for(config.distractors, tasks, resources.encoder))
 
     trajectories = result.trajectories
     assert [t.rollout_index for t in trajectories] == [0, 1, 2]

@@ -11,9 +11,9 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from agemem.core.config import AgeMemConfig
 from agemem.core.configlib import load_config
 from agemem.entrypoints.cli import main
+from agemem.entrypoints.roots import AgeMemConfig
 from agemem.rollouts.records import read_trajectories
 from agemem.tasks import get_task, load_tasks
 from agemem.tasks.alfworld_games import discover_games

@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from agemem.core.config import AgeMemConfig, RolloutConfig
+from agemem.core.config import RolloutConfig
 from agemem.core.configlib import ConfigError, load_config
+from agemem.entrypoints.roots import AgeMemConfig
 from agemem.rollouts.driver import EpisodeFactory
 from agemem.rollouts.episode import Episode, Stages
 from agemem.rollouts.hotpotqa import load_hotpotqa

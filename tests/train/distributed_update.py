@@ -27,7 +27,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script, sys.path[0] is tests/train
 
-from agemem.core.config import GRPOConfig, LoRAConfig, PolicyConfig, TrainConfig
+from agemem.core.config import PolicyConfig
+from agemem.train.config import GRPOConfig, LoRAConfig, TrainConfig
 from agemem.train.samples import TrainSample
 
 # (prompt tokens, completion tokens of each segment, masked tokens between segments): rank 0 of two gets

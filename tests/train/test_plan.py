@@ -10,11 +10,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from agemem.core.config import AgeMemConfig, LoRAConfig, PolicyConfig
+from agemem.core.config import PolicyConfig
 from agemem.core.configlib import load_config
 from agemem.entrypoints.cli import main
+from agemem.entrypoints.roots import AgeMemConfig
 from agemem.train import model_size
 from agemem.train import plan as plan_module
+from agemem.train.config import LoRAConfig
 from agemem.train.model_size import PlanError, count_parameters, dims_from_config, resolve_model_dims
 from agemem.train.parallelism import read_accelerate_config
 from agemem.train.plan import GIB, deepspeed_formula, plan_memory

@@ -17,10 +17,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from agemem.core.config import LoRAConfig, PolicyConfig
+from agemem.core.config import PolicyConfig
 from agemem.core.configlib import ConfigError, read_yaml
 from agemem.entrypoints.roots import load_command_config
 from agemem.rollouts.policy import load_policy
+from agemem.train.config import LoRAConfig
 from agemem.train.policy import Precision, TokenLogprobs, add_lora, plan_precision
 
 CONFIGS = sorted((Path(__file__).resolve().parents[2] / "configs").glob("*.yaml"))
@@ -91,7 +92,7 @@ def test_every_training_config_is_covered():
 @pytest.mark.parametrize("path", _train_configs(), ids=lambda p: p.stem)
 @pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
 def test_each_training_config_moves_its_weights_at_lr_1e6(path, lora):
-    config = load_command_config(path, [])
+    config = load_command_config("train", path, [])
     compute = config.train.mixed_precision or "no"  # what a launch without an accelerate config computes in
     precision = plan_precision(config.policy.dtype, compute, lora=lora or config.lora.enabled, deepspeed=False)
     if not lora:

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from agemem.core.config import AgeMemConfig
 from agemem.core.configlib import ConfigError, load_config
 from agemem.entrypoints.cli import main
+from agemem.entrypoints.roots import AgeMemConfig
 from agemem.train.preflight import check_on_policy, check_weight_sync_possible
 from tests.fake_endpoint import FakeChatEndpoint
 from tests.train.test_train_e2e import TINY, metrics

@@ -10,8 +10,8 @@ from typing import get_args, get_type_hints
 
 import pytest
 
-from agemem.core.config import GRPOConfig
 from agemem.train.advantages import ADVANTAGE_RULES
+from agemem.train.config import GRPOConfig
 from agemem.train.loss import AGGREGATIONS
 
 

@@ -2,8 +2,8 @@
 
 import torch
 
-from agemem.core.config import AgeMemConfig
 from agemem.core.configlib import load_config
+from agemem.entrypoints.roots import AgeMemConfig
 from agemem.rollouts.policy import load_policy
 from agemem.train.summary import behaviour_rows, summary_table, weight_change
 

@@ -80,8 +80,8 @@ def check(engine: Any, label: str, sampling: Any, records: list[dict[str, Any]])
 def main() -> None:
     out = Path(sys.argv[1])
     overrides = sys.argv[2:]
-    from agemem.core.config import AgeMemConfig
     from agemem.core.configlib import load_config
+    from agemem.entrypoints.roots import AgeMemConfig
     from agemem.rollouts.build import sampling_params
     from agemem.rollouts.engines import vllm_engine
     from agemem.train.loop import train

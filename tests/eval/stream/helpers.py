@@ -7,8 +7,8 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from agemem.core.config import AgeMemConfig
 from agemem.core.configlib import load_config
+from agemem.entrypoints.roots import AgeMemConfig
 from agemem.eval.stream.base import Attempt, Demonstration, StreamItem
 from agemem.eval.stream.tasks import qa_execution
 

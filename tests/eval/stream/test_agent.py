@@ -120,7 +120,7 @@ def test_an_engine_error_ends_the_task_without_crashing_the_stream(tmp_path, tok
 
 
 def test_hotpotqa_stream_with_a_gold_agent_and_an_llm_coarse_judge(tmp_path, tokenizer):
-    from agemem.core.config import AgeMemConfig
+    from agemem.entrypoints.roots import AgeMemConfig
     from agemem.tasks import load_tasks
     from tests.fake_endpoint import FakeChatEndpoint
 

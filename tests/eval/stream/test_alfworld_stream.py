@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from agemem.core.config import AlfworldConfig
 from agemem.eval.alfworld_games import Game, GameState, discover_games
 from agemem.eval.stream.agent import BankTools, ChatReply
 from agemem.eval.stream.alfworld_task import AlfworldStreamTask, alfworld_item, task_key, task_sentence
 from agemem.eval.stream.bank import MemoryBank, Record
 from agemem.eval.stream.base import Demonstration
 from agemem.eval.stream.runner import read_steps
+from agemem.tasks.config import AlfworldConfig
 from tests.conftest import WordSetEncoder
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "alfworld"

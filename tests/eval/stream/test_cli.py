@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from agemem.core.config import AgeMemConfig
 from agemem.core.configlib import ConfigError, load_config
 from agemem.entrypoints.cli import build_parser, main
+from agemem.entrypoints.roots import AgeMemConfig
 from agemem.eval.stream.runner import read_steps
 from agemem.eval.stream.sweep import load_sweep, parse_sweep, strategy_config
 from tests.conftest import WordSetEncoder

@@ -9,9 +9,9 @@ import math
 import numpy as np
 import pytest
 
-from agemem.core.config import RETENTION_FEATURES
 from agemem.core.configlib import ConfigError
 from agemem.eval.stream.bank import MemoryBank, Record
+from agemem.eval.stream.config import RETENTION_FEATURES
 from agemem.eval.stream.evaluate import tune_retention
 from agemem.eval.stream.retention import (
     FEATURES,

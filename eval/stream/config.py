@@ -1,82 +1,13 @@
-"""The benchmark sections of the configuration: `agemem eval` (HotpotQA, ALFWorld) and `agemem eval stream`.
-
-Kept apart from :mod:`agemem.core.config` (the agent, rollouts and training) by concept; ``AgeMemConfig`` holds them
-as its ``eval``, ``alfworld`` and ``stream`` sections, and :mod:`agemem.core.config` re-exports every name here.
-"""
+"""The `agemem eval stream` section and its root: one policy over a long stream of tasks with an experience memory."""
 
 from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass, field
-from typing import Literal, get_args
+from typing import Literal
 
 from agemem.core.configlib import ConfigError
-
-Variant = Literal["agemem", "no_memory", "rag", "ltm_only"]
-EVAL_VARIANTS: tuple[str, ...] = get_args(Variant)
-
-
-@dataclass
-class EvalConfig:
-    """`agemem eval`: task benchmarks played by one or more models under one or more tool variants."""
-
-    models: list[str] = field(default_factory=list)
-    """models to evaluate (the CLI's --model): a training run or checkpoint directory, a LoRA adapter directory,
-    a Hugging Face directory or hub id, or openai:<model>@<base_url>; empty: policy.model."""
-    variants: list[Variant] = field(default_factory=lambda: ["agemem"])
-    """agemem: all six tools; no_memory: the question alone, no tools; rag: Add/Update/Delete, and the top-k
-    memories for the latest message shown before every step; ltm_only: the four memory-store tools, no STM tools."""
-    distractors: bool = False
-    """play Stage 2 (the `distractors` section says which and how many); off, as the authors evaluate."""
-    rag_top_k: int = 3
-    """variant rag: LTM entries shown before every agent step."""
-    chunk_size: int = 32
-    """questions (or ALFWorld games) played together, then scored and saved; an interrupted run redoes at most one
-    chunk."""
-    plot: bool = True
-    """write a bar plot (PNG) next to the JSON and markdown results."""
-
-    def validate(self) -> None:
-        if len(set(self.variants)) != len(self.variants) or not self.variants:
-            raise ConfigError(f"variants={self.variants} must list at least one variant, each once")
-        if len(set(self.models)) != len(self.models):
-            raise ConfigError(f"models={self.models} lists a model twice; list each once")
-        if self.rag_top_k < 1:
-            raise ConfigError(f"rag_top_k={self.rag_top_k} must be >= 1 (memories shown before each step)")
-        if self.chunk_size < 1:
-            raise ConfigError(f"chunk_size={self.chunk_size} must be >= 1 (questions played and scored together)")
-
-
-@dataclass
-class AlfworldConfig:
-    """`agemem eval alfworld`: ALFWorld games played with environment commands and the memory tools."""
-
-    data_dir: str = ""
-    """folder holding json_2.1.1/<split>/<task>/<trial>/game.tw-pddl (the CLI's --data-dir); empty: $ALFWORLD_DATA,
-    else ~/.cache/alfworld (where `alfworld-download` puts the games)."""
-    split: Literal["valid_seen", "valid_unseen"] = "valid_seen"
-    """the evaluation split: valid_seen (140 games, rooms seen in training) or valid_unseen (134 games, new rooms)."""
-    limit: int = 0
-    """play the first N games (ordered round-robin over the six task types); 0 = all."""
-    max_env_steps: int = 50
-    """environment steps per game (commands sent, inadmissible ones and replies without a command included)."""
-    max_replies_per_step: int = 3
-    """agent replies per environment step: memory-tool calls and format errors take a reply; when they are spent
-    without a command, the step passes with no action."""
-    debrief_replies: int = 2
-    """agent replies after a game ends (told whether it won), to store what worked; 0 = none. Only when
-    Add_memory is offered."""
-    show_admissible: bool = True
-    """list the admissible commands after every observation (as ALFWorld's text agents see them)."""
-
-    def validate(self) -> None:
-        if self.limit < 0 or self.debrief_replies < 0:
-            raise ConfigError(f"limit={self.limit} and debrief_replies={self.debrief_replies} must be >= 0")
-        if self.max_env_steps < 1 or self.max_replies_per_step < 1:
-            raise ConfigError(
-                f"max_env_steps={self.max_env_steps} and max_replies_per_step={self.max_replies_per_step} must be >= 1"
-            )
-
+from agemem.eval.config import EvalRunConfig
 
 StreamTaskName = Literal["hotpotqa", "alfworld", "synthetic"]
 StreamAddition = Literal["fixed", "add_all", "coarse", "strict", "policy"]
@@ -234,3 +165,11 @@ class StreamConfig:
             raise ConfigError("give retention_weights or retention_weights_file, not both")
         if self.addition == "fixed" and self.noisy_writes:
             raise ConfigError("noisy_writes copies every write, but addition=fixed never writes; pick another addition")
+
+
+@dataclass
+class StreamRunConfig(EvalRunConfig):
+    """`agemem eval stream`'s root: the evaluation root (models, judge, the tasks' sections) plus the stream's."""
+
+    stream: StreamConfig = field(default_factory=StreamConfig)
+    """streaming memory-management benchmarks (`agemem eval stream`)."""

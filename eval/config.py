@@ -1,0 +1,60 @@
+"""The `agemem eval` section and its root: task benchmarks played by one or more models under tool variants."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, get_args
+
+from agemem.core.configlib import ConfigError
+from agemem.tasks.config import TaskRunConfig
+
+Variant = Literal["agemem", "no_memory", "rag", "ltm_only"]
+EVAL_VARIANTS: tuple[str, ...] = get_args(Variant)
+
+
+@dataclass
+class EvalConfig:
+    """`agemem eval`: task benchmarks played by one or more models under one or more tool variants."""
+
+    models: list[str] = field(default_factory=list)
+    """models to evaluate (the CLI's --model): a training run or checkpoint directory, a LoRA adapter directory,
+    a Hugging Face directory or hub id, or openai:<model>@<base_url>; empty: policy.model."""
+    variants: list[Variant] = field(default_factory=lambda: ["agemem"])
+    """agemem: all six tools; no_memory: the question alone, no tools; rag: Add/Update/Delete, and the top-k
+    memories for the latest message shown before every step; ltm_only: the four memory-store tools, no STM tools."""
+    distractors: bool = False
+    """play Stage 2 (the `distractors` section says which and how many); off, as the authors evaluate."""
+    rag_top_k: int = 3
+    """variant rag: LTM entries shown before every agent step."""
+    chunk_size: int = 32
+    """questions (or ALFWorld games) played together, then scored and saved; an interrupted run redoes at most one
+    chunk."""
+    plot: bool = True
+    """write a bar plot (PNG) next to the JSON and markdown results."""
+
+    def validate(self) -> None:
+        if len(set(self.variants)) != len(self.variants) or not self.variants:
+            raise ConfigError(f"variants={self.variants} must list at least one variant, each once")
+        if len(set(self.models)) != len(self.models):
+            raise ConfigError(f"models={self.models} lists a model twice; list each once")
+        if self.rag_top_k < 1:
+            raise ConfigError(f"rag_top_k={self.rag_top_k} must be >= 1 (memories shown before each step)")
+        if self.chunk_size < 1:
+            raise ConfigError(f"chunk_size={self.chunk_size} must be >= 1 (questions played and scored together)")
+
+
+@dataclass
+class EvalRunConfig(TaskRunConfig):
+    """`agemem eval hotpotqa | alfworld`'s root: the tasks, the episode and its judge, plus the models and variants
+    to evaluate."""
+
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    """task benchmarks (`agemem eval`)."""
+
+    def validate(self) -> None:
+        super().validate()
+        if self.eval.rag_top_k > self.env.ltm.max_top_k:
+            raise ConfigError(
+                f"eval.rag_top_k={self.eval.rag_top_k} exceeds env.ltm.max_top_k={self.env.ltm.max_top_k}; "
+                "lower the first or raise the second"
+            )
