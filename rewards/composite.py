@@ -8,13 +8,35 @@ counts: Stage-1 adds and Stage-2 context actions included (defect 3).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 from agemem.core.config import RewardConfig
 from agemem.rewards import terms
 from agemem.rewards.base import AnswerItem, Judge, MemoryItem, RelevanceItem
 from agemem.rollouts.records import Step, Trajectory
 from agemem.rollouts.tasks import Task
+
+
+@dataclass(frozen=True)
+class TermReadings:
+    """How the call-based terms read an episode (``reward.terms``; see :mod:`agemem.rewards.terms`)."""
+
+    management_steps: Callable[..., list[int]]
+    maintenance_count: Callable[..., int]
+    preservation_items: Callable[..., list[str]]
+
+
+TERM_READINGS: dict[str, TermReadings] = {
+    "paper": TermReadings(terms.management_steps_paper, terms.maintenance_count_paper, terms.preservation_items_paper),
+    "effects": TermReadings(
+        terms.management_steps_effective, terms.maintenance_count_effective, terms.preservation_items_needed
+    ),
+}
+ROUND_LIMIT_SCOPES: dict[str, Callable[[Sequence[dict]], bool]] = {
+    "all": terms.round_limit_hits_all,
+    "stage3": terms.round_limit_hits_stage3,
+}
 
 
 def mean_breakdown(breakdowns: Sequence[Mapping[str, float]]) -> dict[str, float]:
@@ -64,8 +86,9 @@ def score_trajectories(
     for trajectory in trajectories:
         entry_scores = [next(memory_scores) for _ in entries[id(trajectory)]]
         retrieval_scores = [next(relevance_scores) for _ in retrievals[id(trajectory)]]
+        facts = [f.text for f in tasks[trajectory.task_id].supporting_facts if f.text]
         breakdown = reward_breakdown(
-            trajectory, answer_scores.get(id(trajectory)), entry_scores, retrieval_scores, config, token_budget
+            trajectory, answer_scores.get(id(trajectory)), entry_scores, retrieval_scores, config, token_budget, facts
         )
         trajectory.reward = breakdown
         breakdowns.append(breakdown)
@@ -79,26 +102,32 @@ def reward_breakdown(
     retrieval_scores: Sequence[float],
     config: RewardConfig,
     token_budget: int,
+    facts: Sequence[str] = (),
 ) -> dict[str, float]:
-    """Every term and sub-term of one trajectory, given the judge's scores for it."""
+    """Every term and sub-term of one trajectory, given the judge's scores for it and its task's supporting-fact
+    sentences (``facts``: what preservation looks for under ``reward.terms=effects``)."""
     stats = trajectory.stats
+    reading = TERM_READINGS[config.terms]
     step = answer_step(trajectory)
     tokens_used = step.context_tokens if step else 0
     context_text = step.prompt_text.replace(trajectory.question, "") if step else ""
-    management = [s.step for s in stats.summaries] + [f.step for f in stats.filters]
+    management = reading.management_steps(stats.summaries, stats.filters)
+    maintained = reading.maintenance_count(stats.memory_ops)
+    items = reading.preservation_items(trajectory.question, facts, trajectory.distractors)
+    round_limit_hit = ROUND_LIMIT_SCOPES[config.round_limit_scope](trajectory.limit_hits)
 
     r_task = terms.task_reward(answer_score)
     compression = terms.compression_reward(tokens_used, token_budget)
     preventive = terms.preventive_reward(management, stats.first_overflow_step)
-    preservation = terms.preservation_reward(terms.key_items(trajectory.question), context_text)
+    preservation = terms.preservation_reward(items, context_text)
     r_context = terms.context_reward(compression, preventive, preservation)
     storage = terms.storage_reward(entry_scores, config.storage_threshold)
-    maintenance = terms.maintenance_reward(len(stats.ops("update")) + len(stats.ops("delete")))
+    maintenance = terms.maintenance_reward(maintained)
     relevance = terms.relevance_reward(retrieval_scores)
     r_memory = terms.memory_reward(storage, maintenance, relevance)
     violations = sum(len(s.violations) for s in trajectory.action_steps)
     penalties = terms.penalty(
-        bool(trajectory.limit_hits),
+        round_limit_hit,
         stats.overflow,
         violations,
         round_limit_penalty=config.round_limit_penalty,
@@ -122,10 +151,14 @@ def reward_breakdown(
         "memory/maintenance": maintenance,
         "memory/relevance": relevance,
         "penalty": penalties,
-        "penalty/round_limit": float(bool(trajectory.limit_hits)),
+        "penalty/round_limit": float(round_limit_hit),
         "penalty/overflow": float(stats.overflow),
         "violations": float(violations),
         "context/tokens_used": float(tokens_used),
         "memory/stage1_adds": float(len(entry_scores)),
         "memory/retrievals": float(len(retrieval_scores)),
+        "context/management_calls": float(len(stats.summaries) + len(stats.filters)),
+        "context/management_effective": float(len(management)),
+        "memory/maintenance_ops": float(len(stats.ops("update")) + len(stats.ops("delete"))),
+        "memory/maintained": float(maintained),
     }

@@ -26,6 +26,9 @@ class GRPOConfig:
     """A = (R - group mean) / (std + eps) with the group's sample std (paper), the batch's, or A = R - group mean."""
     advantage_eps: float = 1e-6
     """eps in the advantage denominator."""
+    advantage_std_floor: float = 0.0
+    """the std in the advantage denominator is at least this (group and batch scaling): rewards that differ by less
+    than about the floor give advantages below 1 instead of ±1; 0 = the paper's Eq. 5."""
     loss_aggregation: Literal["token_mean", "sequence_mean"] = "token_mean"
     """token_mean: mean over every completion token of the global batch; sequence_mean: mean over LLM steps of
     each step's token mean."""
@@ -39,6 +42,8 @@ class GRPOConfig:
             raise ConfigError(f"epsilon_low={self.epsilon_low} must be < 1 (the ratio is clipped at 1 - epsilon_low)")
         if self.advantage_eps <= 0:
             raise ConfigError(f"advantage_eps={self.advantage_eps} must be > 0")
+        if self.advantage_std_floor < 0:
+            raise ConfigError(f"advantage_std_floor={self.advantage_std_floor} must be >= 0 (0 = no floor)")
         if self.tis_cap is not None and self.tis_cap <= 0:
             raise ConfigError(f"tis_cap={self.tis_cap} must be > 0 (or null to turn the correction off)")
 

@@ -150,13 +150,15 @@ class TrainRun:
         if config.lora.enabled:
             lm = add_lora(lm, config.lora)
         chunk = config.train.logprob_chunk_tokens
-        self.policy = TokenLogprobs(lm, temperature=self.runtime.temperature, chunk=chunk)
+        # the loss sees the distribution the engine samples from: tempered, and top-k / top-p truncated
+        truncation = {"top_k": config.sampling.top_k, "top_p": config.sampling.top_p}
+        self.policy = TokenLogprobs(lm, temperature=self.runtime.temperature, chunk=chunk, **truncation)
         self.reference = None
         if config.grpo.beta > 0 and config.lora.enabled:
             self.reference = Reference.adapters_disabled()
         elif config.grpo.beta > 0:
             frozen_lm, _ = load_policy(policy_cfg)  # the initial weights again, in policy.dtype (no fp32 copy)
-            frozen = TokenLogprobs(frozen_lm, temperature=self.runtime.temperature, chunk=chunk)
+            frozen = TokenLogprobs(frozen_lm, temperature=self.runtime.temperature, chunk=chunk, **truncation)
             self.reference = Reference.frozen_copy(frozen, self.accelerator)
         params = [p for p in self.policy.parameters() if p.requires_grad]
         train = config.train
@@ -288,7 +290,9 @@ def train(
             k = config.rollout.rollouts_per_task
             local_groups = [[b["total"] for b in breakdowns[i : i + k]] for i in range(0, len(breakdowns), k)]
             all_groups = [g for rank_groups in run.gather(local_groups) for g in rank_groups]
-            advantages = compute_advantages(all_groups, config.grpo.advantage_scale, config.grpo.advantage_eps)
+            advantages = compute_advantages(
+                all_groups, config.grpo.advantage_scale, config.grpo.advantage_eps, config.grpo.advantage_std_floor
+            )
             first = run.runtime.rank * len(local_groups)
             mine = [a for g in advantages.values[first : first + len(local_groups)] for a in g]
             # 4. samples

@@ -20,6 +20,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from agemem.core.configlib import ConfigError
+from agemem.rollouts.engines.transformers_engine import truncate_logits
 from agemem.train.config import LoRAConfig
 
 if TYPE_CHECKING:
@@ -27,22 +28,43 @@ if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
 
-def chosen_token_logprobs(logits_NV: torch.Tensor, targets_N: torch.Tensor, temperature: float) -> torch.Tensor:
-    """``log softmax(logits / T)[target]`` per row, in at least fp32 (the distribution the engine sampled from)."""
+def chosen_token_logprobs(
+    logits_NV: torch.Tensor, targets_N: torch.Tensor, temperature: float, top_k: int = 0, top_p: float = 1.0
+) -> torch.Tensor:
+    """The log-prob of each row's target under the distribution the engine samples from, in at least fp32.
+
+    With ``s = logits / T`` and ``S`` the tokens top-k / top-p truncation keeps (the sampler's support,
+    :func:`agemem.rollouts.engines.transformers_engine.truncate_logits`):
+    ``log π(a) = s_a − logsumexp_{v ∈ S ∪ {a}} s_v``; without truncation ``S`` is the vocabulary and this is
+    ``log softmax(s)_a``. The target joins ``S`` so that a token the updated policy would no longer keep gets a
+    finite, small log-prob (its ratio falls, the clip handles it) instead of −inf; the support is a constant of the
+    gradient, as the sampler's choice of it was.
+    """
     if logits_NV.dtype in (torch.float16, torch.bfloat16):
         logits_NV = logits_NV.float()  # a 151k-way logsumexp in bf16 is off by ~0.1 nat
     scaled_NV = logits_NV / temperature
-    return scaled_NV.gather(1, targets_N[:, None]).squeeze(1) - torch.logsumexp(scaled_NV, dim=1)
+    chosen_N = scaled_NV.gather(1, targets_N[:, None]).squeeze(1)
+    if top_k <= 0 and top_p >= 1.0:
+        return chosen_N - torch.logsumexp(scaled_NV, dim=1)
+    with torch.no_grad():
+        kept_NV = truncate_logits(scaled_NV.detach(), top_k, top_p).isfinite()
+        kept_NV.scatter_(1, targets_N[:, None], True)
+    return chosen_N - torch.logsumexp(scaled_NV.masked_fill(~kept_NV, float("-inf")), dim=1)
 
 
 class TokenLogprobs(nn.Module):
     """``forward(input_ids_BT, attention_mask_BT, rows_N, cols_N)`` → log-prob of token ``[row, col]``
     given the tokens before it, for the N (row, col) positions asked for (``col >= 1``)."""
 
-    def __init__(self, lm: PreTrainedModel, *, temperature: float = 1.0, chunk: int = 1024):
+    def __init__(
+        self, lm: PreTrainedModel, *, temperature: float = 1.0, chunk: int = 1024, top_k: int = 0, top_p: float = 1.0
+    ):
         super().__init__()
         self.lm = lm
         self.temperature = temperature
+        self.top_k = top_k
+        self.top_p = top_p
+        """the sampler's truncation: log-probs are those of the truncated distribution it draws from."""
         self.chunk = chunk
 
     def forward(
@@ -73,7 +95,7 @@ class TokenLogprobs(nn.Module):
         return torch.cat(pieces) if pieces else hidden_NH.new_zeros(0)
 
     def _head_logprobs(self, head: nn.Module, hidden_NH: torch.Tensor, targets_N: torch.Tensor) -> torch.Tensor:
-        return chosen_token_logprobs(head(hidden_NH), targets_N, self.temperature)
+        return chosen_token_logprobs(head(hidden_NH), targets_N, self.temperature, self.top_k, self.top_p)
 
 
 HALF_DTYPES = ("bfloat16", "float16")

@@ -457,8 +457,15 @@ class RewardConfig:
     """weight of R_context (paper: 1/3)."""
     w_memory: float = 1 / 3
     """weight of R_memory (paper: 1/3)."""
+    terms: Literal["effects", "paper"] = "effects"
+    """how preventive, maintenance and preservation read the episode: effects counts a Summary/Filter that changed
+    the context, an Update/Delete that changed memory, and the key items of the supporting facts that no distractor
+    carries; paper counts every call and the question's key items (Eqs. 19, 20, 23 to the letter)."""
     round_limit_penalty: float = -1.0
-    """added when any round limit was hit (paper: -1)."""
+    """added when a round limit in round_limit_scope was hit (paper: -1)."""
+    round_limit_scope: Literal["all", "stage3"] = "all"
+    """which round limits round_limit_penalty counts: all (a capped Stage-1/2 turn too) or stage3 (the Stage-3 round
+    limit only, as the authors' code)."""
     overflow_penalty: float = -0.5
     """added when the context exceeded env.context.max_context_tokens (paper: -0.5)."""
     format_penalty: float = 0.0

@@ -8,10 +8,11 @@ tokens costs ~7x one over 4 rows (tiny policy, CPU). ``bench/rollout_driver.py``
 
 Log-probs are recorded while sampling, one ``[B, V]`` slice at a time (keeping every step's
 logits would cost ``T x B x V`` floats: 20 GB for 2,048 tokens x 16 prompts x Qwen's 151k
-vocabulary). The recorded value is the log-prob of the sampled token under the tempered
-full-vocabulary distribution, ``log softmax(logits / temperature)`` — the distribution the
-trainer recomputes; top-p/top-k truncation is not folded in (with top_p=1 and top_k=0 the
-two coincide exactly). Greedy decoding records ``log softmax(logits)``.
+vocabulary). The recorded value is the log-prob of the sampled token under the distribution it was drawn
+from: ``logits / temperature``, top-k / top-p truncated (:func:`truncate_logits`) and renormalised over the
+kept tokens, which is what the trainer's loss recomputes (:func:`agemem.train.policy.chosen_token_logprobs`);
+with top_p=1 and top_k=0 it is ``log softmax(logits / temperature)``. Greedy decoding records
+``log softmax(logits)``.
 
 Prompts that extend an earlier row (the agent's last prompt, its reply, a tool response) reuse that
 row's KV instead of recomputing it (:mod:`agemem.rollouts.engines.prefix_cache`): a micro-batch computes only
@@ -193,11 +194,13 @@ class TransformersEngine:
                     .logits[:, -1, :]
                     .float()
                 )
-                logprobs_BV = torch.log_softmax(logits_BV / scale, dim=-1)
                 if sampling.greedy:
+                    logprobs_BV = torch.log_softmax(logits_BV / scale, dim=-1)
                     chosen_B = logprobs_BV.argmax(dim=-1)
                 else:
+                    # the logprob reported is the truncated distribution's, as the trainer's loss computes it
                     truncated_BV = truncate_logits(logits_BV / scale, sampling.top_k or 0, sampling.top_p)
+                    logprobs_BV = torch.log_softmax(truncated_BV, dim=-1)
                     chosen_B = torch.multinomial(truncated_BV.softmax(dim=-1), 1).squeeze(1)
                 chosen_logprob_B = logprobs_BV.gather(1, chosen_B[:, None]).squeeze(1).cpu()
                 chosen_cpu_B = chosen_B.cpu()

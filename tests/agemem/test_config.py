@@ -74,6 +74,9 @@ def test_non_string_yaml_value_for_a_string_field_says_to_quote_it(tmp_path):
         (["env.context=3"], "env.context must be a mapping"),
         (["env.context.filter_threshold"], "must look like key.sub=value"),
         (["learn.sft_answer_copies=-1"], "learn.sft_answer_copies=-1 must be >= 0"),
+        (["grpo.advantage_std_floor=-0.5"], "grpo.advantage_std_floor=-0.5 must be >= 0"),
+        (["reward.terms=calls"], "reward.terms='calls' is not allowed; choose one of 'effects', 'paper'"),
+        (["reward.round_limit_scope=stage2"], "choose one of 'all', 'stage3'"),
         (["learn.sft_micro_batches=5"], "learn.sft_micro_batches=5 must be >= 1 and divide learn.sft_batch_size=12"),
         (
             ["learn.sft_answer_copies=8", "learn.expert_quote_evidence=false"],

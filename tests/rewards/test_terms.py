@@ -86,8 +86,8 @@ def trajectory(*, answer="Oslo", context_tokens=2048, limit_hits=(), overflow_st
             MemoryOpRecord("update", 2, 4, True, "mem_2", "It rained a lot.", "It rained."),
         ],
         retrievals=[RetrievalRecord(3, 9, QUESTION, 3, ["mem_1"], ["Ada Quill lives in Oslo."], [0.9])],
-        summaries=[SummaryRecord(2, s, "all", [], "gist") for s in summaries],
-        filters=[FilterRecord(2, s, "rain", [], []) for s in filters],
+        summaries=[SummaryRecord(2, s, "all", ["It rained."], "gist") for s in summaries],
+        filters=[FilterRecord(2, s, "rain", ["It rained."], [0.9]) for s in filters],
         overflow=overflow_step is not None,
         first_overflow_step=overflow_step,
     )
@@ -138,12 +138,93 @@ def test_reward_breakdown_by_hand():
     assert breakdown["context/preservation"] == 1.0  # "Ada Quill" survives in the summary
     assert breakdown["context"] == pytest.approx(2.75 / 3)
     assert breakdown["memory/storage"] == 0.5  # 1 of 2 Stage-1 adds scores >= 0.5
-    assert breakdown["memory/maintenance"] == 1.0  # the update succeeded
+    assert breakdown["memory/maintenance"] == 1.0  # the update changed mem_2's text
     assert breakdown["memory/relevance"] == pytest.approx(0.8)
     assert breakdown["memory"] == pytest.approx(2.3 / 3)
     assert breakdown["penalty"] == pytest.approx(-0.6)  # overflow -0.5, one violation -0.1
     # total = (1 + 2.75/3 + 2.3/3) / 3 - 0.6 = (1 + 0.91667 + 0.76667) / 3 - 0.6 = 0.89444 - 0.6
     assert breakdown["total"] == pytest.approx(0.294444, abs=1e-5)
+
+
+def test_round_limit_scope():
+    stage1_cap = [{"stage": 1, "turn": 0, "limit": "turn"}]
+    everywhere = reward_breakdown(trajectory(limit_hits=stage1_cap), 1.0, [], [], RewardConfig(), token_budget=8192)
+    assert everywhere["penalty/round_limit"] == 1.0 and everywhere["penalty"] == -1.0
+    stage3_only = RewardConfig(round_limit_scope="stage3")
+    capped = reward_breakdown(trajectory(limit_hits=stage1_cap), 1.0, [], [], stage3_only, token_budget=8192)
+    assert capped["penalty/round_limit"] == 0.0 and capped["penalty"] == 0.0  # a capped Stage-1 turn just passes
+    stage3 = reward_breakdown(trajectory(limit_hits=[{"stage": 3}]), 1.0, [], [], stage3_only, token_budget=8192)
+    assert stage3["penalty"] == -1.0
+
+
+def op(kind, stage, memory_id, content, previous=None, ok=True):
+    return MemoryOpRecord(kind, stage, 0, ok, memory_id, content, previous)
+
+
+def test_management_counts_calls_or_changes():
+    summaries = [SummaryRecord(2, 3, "all", ["a", "b"], "gist"), SummaryRecord(2, 5, "all", [], "")]
+    filters = [FilterRecord(2, 4, "x", [], []), FilterRecord(2, 6, "y", ["z"], [0.8])]
+    assert terms.management_steps_paper(summaries, filters) == [3, 5, 4, 6]  # every call
+    assert terms.management_steps_effective(summaries, filters) == [3, 6]  # the calls that changed the context
+    # a no-op filter alone: management under the paper's letter, none by its effect
+    assert terms.preventive_reward(terms.management_steps_paper([], filters[:1]), None) == 1.0
+    assert terms.preventive_reward(terms.management_steps_effective([], filters[:1]), None) == 0.0
+
+
+@pytest.mark.parametrize(
+    ("ops", "paper", "effective"),
+    [
+        # a real update and a real delete of Stage-1 entries: two entries changed
+        (
+            [
+                op("add", 1, "m1", "A"),
+                op("add", 1, "m2", "B"),
+                op("update", 2, "m1", "A2", "A"),
+                op("delete", 3, "m2", "B"),
+            ],
+            2,
+            2,
+        ),
+        # the same text written back (case and spacing aside): nothing changed
+        (
+            [
+                op("add", 1, "m1", "Ada  lives in Oslo"),
+                op("update", 3, "m1", "ada lives in oslo", "Ada  lives in Oslo"),
+            ],
+            1,
+            0,
+        ),
+        # deleted, then the same text added back in the same stage
+        ([op("add", 1, "m1", "A"), op("delete", 3, "m1", "A"), op("add", 3, "m9", "A")], 1, 0),
+        # added and deleted within one stage: the memory the stage began with is unchanged
+        ([op("add", 2, "m5", "junk"), op("delete", 2, "m5", "junk")], 1, 0),
+        # changed, then changed back within the stage
+        ([op("add", 1, "m1", "A"), op("update", 2, "m1", "B", "A"), op("update", 2, "m1", "A", "B")], 2, 0),
+        # a failed update counts in neither
+        ([op("add", 1, "m1", "A"), op("update", 2, "m1", "B", "A", ok=False)], 0, 0),
+    ],
+)
+def test_maintenance_counts_calls_or_changes(ops, paper, effective):
+    assert terms.maintenance_count_paper(ops) == paper
+    assert terms.maintenance_count_effective(ops) == effective
+
+
+def test_preservation_items_the_question_needs():
+    question = "When was Ada Quill born?"
+    facts = ["Ada Quill was born in Bergen on March 3, 1921.", "Bergen is in Norway."]
+    distractors = ["Ada Quill was a painter in Bergen."]
+    assert terms.preservation_items_paper(question, facts, distractors) == ["Ada Quill"]
+    # K(F) = [Ada Quill, Bergen, March 3, 1921, Norway]; the distractor names Ada Quill and Bergen
+    assert terms.preservation_items_needed(question, facts, distractors) == ["March 3, 1921", "Norway"]
+    # a kept distractor scores nothing under the needed items; the paper's items count it fully
+    kept_distractor = "user: Ada Quill was a painter in Bergen."
+    assert terms.preservation_reward(terms.preservation_items_paper(question, facts, distractors), kept_distractor) == 1
+    assert (
+        terms.preservation_reward(terms.preservation_items_needed(question, facts, distractors), kept_distractor) == 0
+    )
+    # every fact item also in a distractor: all fact items; no fact: the question's items
+    assert terms.preservation_items_needed(question, ["Ada Quill sang."], ["Ada Quill"]) == ["Ada Quill"]
+    assert terms.preservation_items_needed(question, [], distractors) == ["Ada Quill"]
 
 
 def test_answer_only_mode_and_no_answer():

@@ -5,6 +5,7 @@ own template markers), so tests check the episode and driver, not a model."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -57,14 +58,42 @@ def answer(text: str) -> str:
     return f"<think>scripted</think><answer>{text}</answer>"
 
 
+def tool_payloads(messages: list[dict[str, str]]) -> list[dict[str, Any]]:
+    """The JSON payloads of the tool responses among ``messages``, in order."""
+    payloads = []
+    for message in messages:
+        for body in re.findall(r"<tool_response>\s*(.*?)\s*</tool_response>", message["content"], re.S):
+            try:
+                payloads.append(json.loads(body))
+            except json.JSONDecodeError:
+                continue
+    return payloads
+
+
 def last_user(conversation: list[dict[str, str]]) -> int | None:
     users = [i for i, m in enumerate(conversation) if m["role"] == "user" and "<tool_response>" not in m["content"]]
     return users[-1] if users else None
 
 
+NOOP_CRITERIA = "zebra xylophone quasar"
+"""filter criteria that match no message: a Filter_context that removes nothing."""
+STAGE3_PLANS = {
+    None: ("retrieve", "answer"),
+    "noop_filter": ("retrieve", "answer"),
+    "self_update": ("retrieve", "update_same", "answer"),
+    "delete_readd": ("retrieve", "delete", "readd", "answer"),
+    "retrieval_spam": ("retrieve", "retrieve", "retrieve", "answer"),
+}
+"""what the agent does after the question, per reward-farming habit (``farm``)."""
+
+
 class MemoryAgent:
     """Stage 1: store each fact message, then acknowledge. Stage 2: acknowledge (or filter /
-    summarise). Stage 3: retrieve with the question, then answer with the best memory's hint."""
+    summarise). Stage 3: retrieve with the question, then answer with the best memory's hint.
+
+    ``farm`` adds a habit that collects reward terms without doing their work: ``noop_filter`` (a Filter_context
+    that removes nothing on every distractor), ``self_update`` (rewrite the retrieved memory with its own text),
+    ``delete_readd`` (delete the retrieved memory and add it back), ``retrieval_spam`` (retrieve three times)."""
 
     def __init__(
         self,
@@ -74,6 +103,7 @@ class MemoryAgent:
         stage2: str = "ack",
         answers: dict[str, str] | None = None,
         never_answer: bool = False,
+        farm: str | None = None,
     ):
         self.questions = {t.question: t for t in tasks}
         self.distractors = {d for t in tasks for d in t.distractors}
@@ -81,6 +111,8 @@ class MemoryAgent:
         self.stage2 = stage2
         self.answers = answers or {t.question: t.answer for t in tasks}
         self.never_answer = never_answer
+        self.plan = STAGE3_PLANS[farm]
+        self.farm = farm
 
     def __call__(self, conversation: list[dict[str, str]]) -> str:
         index = last_user(conversation)
@@ -90,10 +122,24 @@ class MemoryAgent:
         replies = conversation[index + 1 :]
         acted = any(m["role"] == "assistant" for m in replies)
         if message in self.questions:
-            if acted and not self.never_answer:
+            done = sum(m["role"] == "assistant" for m in replies)
+            move = self.plan[min(done, len(self.plan) - 1)]
+            if move == "answer":
+                return call("Retrieve_memory", query=message) if self.never_answer else answer(self.answers[message])
+            if move == "retrieve":
+                return call("Retrieve_memory", query=message)
+            retrieved = [m for p in tool_payloads(replies) for m in p.get("memories", [])]
+            if not retrieved:  # nothing to maintain: answer as the honest agent does
                 return answer(self.answers[message])
-            return call("Retrieve_memory", query=message)
+            first = retrieved[0]
+            if move == "update_same":
+                return call("Update_memory", memory_id=first["memory_id"], content=first["content"])
+            if move == "delete":
+                return call("Delete_memory", memory_id=first["memory_id"], confirmation=True)
+            return call("Add_memory", content=first["content"])
         if message in self.distractors or self.stage2 == "any":
+            if self.farm == "noop_filter" and not acted:
+                return call("Filter_context", criteria=NOOP_CRITERIA)
             if acted or self.stage2 == "ack":
                 return answer("OK")
             if self.stage2 == "filter":

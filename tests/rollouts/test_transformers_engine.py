@@ -105,7 +105,13 @@ def test_greedy_records_untempered_logprobs_of_the_argmax_token(policy, prompts)
         assert torch.all(expected_TV.max(dim=-1).values - recorded < 1e-4)
 
 
-def test_top_k_restricts_samples_but_logprobs_stay_full_vocabulary(policy, prompts):
+def renormalised(logprobs_TV: torch.Tensor, keep_TV: torch.Tensor) -> torch.Tensor:
+    """``[T, V]`` log-probs of the distribution restricted to ``keep_TV`` (what truncated sampling draws from)."""
+    kept_TV = logprobs_TV.masked_fill(~keep_TV, float("-inf"))
+    return kept_TV - torch.logsumexp(kept_TV, dim=-1, keepdim=True)
+
+
+def test_top_k_restricts_samples_and_reports_the_truncated_logprobs(policy, prompts):
     model, _ = policy
     sampling = SamplingParams(temperature=1.0, top_k=3, max_tokens=6, seed=5)
     completions = make_engine(policy).generate(prompts, sampling)
@@ -115,9 +121,12 @@ def test_top_k_restricts_samples_but_logprobs_stay_full_vocabulary(policy, promp
         top3_TK = expected_TV.topk(3, dim=-1).indices
         for step, token in enumerate(completion.token_ids):
             assert token in top3_TK[step].tolist()
-        torch.testing.assert_close(
-            torch.tensor(completion.logprobs), gathered(expected_TV, completion.token_ids), atol=1e-4, rtol=0
-        )
+        keep_TV = torch.zeros_like(expected_TV, dtype=torch.bool).scatter(1, top3_TK, True)
+        truncated = gathered(renormalised(expected_TV, keep_TV), completion.token_ids)
+        # the log-prob of the distribution sampled from (the trainer's loss uses the same), not the full softmax
+        torch.testing.assert_close(torch.tensor(completion.logprobs), truncated, atol=1e-4, rtol=0)
+        full = gathered(expected_TV, completion.token_ids)
+        assert (truncated - full).min() > 1e-3  # renormalising over 3 of 151k tokens raises every kept token
 
 
 # --- 2. left padding and micro-batching ---------------------------------------------------------------------
@@ -318,17 +327,25 @@ def test_truncate_logits_top_p_and_top_k_by_hand():
     torch.testing.assert_close(probs, torch.tensor([0.0, 0.625, 0.0, 0.375]))
 
 
-def test_top_p_samples_only_the_nucleus_with_full_vocabulary_logprobs(policy, prompts):
+def test_top_p_samples_only_the_nucleus_and_reports_its_logprobs(policy, prompts):
     model, _ = policy
     sampling = SamplingParams(temperature=1.0, top_p=0.3, max_tokens=6, seed=4)
     for prompt, completion in zip(prompts, make_engine(policy).generate(prompts, sampling)):
         expected_TV = teacher_forced_logprobs_TV(model, prompt, completion.token_ids, 1.0)
+        probs_TV = expected_TV.exp()
         for step, token in enumerate(completion.token_ids):
-            ranked = expected_TV[step].exp().sort(descending=True)
+            ranked = probs_TV[step].sort(descending=True)
             rank = ranked.indices.tolist().index(token)
             assert ranked.values[:rank].sum() < 0.3 + 1e-5  # the mass ranked above the sampled token
+        # the nucleus: every token whose higher-ranked mass is below top_p
+        sorted_TV, order_TV = probs_TV.sort(dim=-1, descending=True)
+        keep_sorted_TV = sorted_TV.cumsum(dim=-1) - sorted_TV < 0.3
+        keep_TV = torch.zeros_like(keep_sorted_TV).scatter(1, order_TV, keep_sorted_TV)
         torch.testing.assert_close(
-            torch.tensor(completion.logprobs), gathered(expected_TV, completion.token_ids), atol=1e-4, rtol=0
+            torch.tensor(completion.logprobs),
+            gathered(renormalised(expected_TV, keep_TV), completion.token_ids),
+            atol=1e-4,
+            rtol=0,
         )
 
 

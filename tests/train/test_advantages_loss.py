@@ -75,3 +75,16 @@ def test_aggregation_weights():
     assert token_mean_weights([2, 1], 8, 4) == [1 / 8] * 3
     # sequence mean: each step weighs 1/4, split over its own tokens: 1/(2x4), 1/(2x4), 1/(1x4)
     assert sequence_mean_weights([2, 1], 8, 4) == [1 / 8, 1 / 8, 1 / 4]
+
+
+def test_std_floor_keeps_a_hair_of_difference_small():
+    # rewards 1.00 and 1.02: mean 1.01, sample std 0.01414; Eq. 5 scales the 0.01 deviations to +-0.7071
+    hair = [[1.0, 1.02]]
+    assert group_std_advantages(hair, eps=0.0).values[0] == pytest.approx([-0.70711, 0.70711], abs=1e-5)
+    # floor 0.1: the denominator is max(0.01414, 0.1) = 0.1, so A = +-0.01 / 0.1 = +-0.1
+    assert group_std_advantages(hair, eps=0.0, std_floor=0.1).values[0] == pytest.approx([-0.1, 0.1])
+    # a group spread wider than the floor is untouched: [0, 1] has std 0.7071 > 0.1, A = +-0.5 / 0.7071
+    assert group_std_advantages([[0.0, 1.0]], 0.0, 0.1).values[0] == pytest.approx([-0.70711, 0.70711], abs=1e-5)
+    # batch scaling floors the batch std the same way; compute_advantages passes the floor through
+    assert batch_std_advantages(hair, 0.0, 0.1).values[0] == pytest.approx([-0.1, 0.1])
+    assert compute_advantages(hair, "group", 0.0, 0.1).values[0] == pytest.approx([-0.1, 0.1])
