@@ -1,13 +1,31 @@
-"""Does GRPO improve memory use? The `agemem learn` pipeline over several seeds, plus the ablation.
+"""Does GRPO improve memory use, and does the composite reward beat answer-only? The `agemem learn` recipe.
 
 Runs tokenizer -> SFT warm start on the imperfect expert -> held-out eval -> step-wise GRPO ->
-held-out eval for each seed (composite reward), and with ``--ablation`` the same seeds again with
-``reward.mode=answer_only``. Prints the before/after table of each and writes the reports (JSON)
-and plots (PNG) to ``bench/results/``. Opt-in: one seed takes minutes on a laptop CPU.
+held-out eval for each seed (composite reward). With ``--ablation`` each seed also trains the other
+reward arms from **the same warm start** (its tokenizer, demonstrations, warm-start weights and
+warm-start evaluation are linked from the first arm's seed directory, not retrained), and every arm's
+GRPO policy plays the same held-out tasks with the same sampling seeds, so arms are compared per task:
 
-    python bench/learning.py                         # seeds 0-4, configs/learn_cpu.yaml
-    python bench/learning.py --seeds 0 --ablation    # one seed, both reward modes
-    python bench/learning.py --seeds 0 max_steps=60  # any config override (key=value), anywhere
+* ``composite``    — the shipped reward (``reward.mode=composite``, terms read by their effects);
+* ``answer_only``  — R = R_task + penalties (``reward.mode=answer_only``);
+* ``paper``        — the composite with the paper's literal terms (``reward.terms=paper``);
+* ``penalty_stage3``, ``std_floor_0.05``, ``std_floor_0.1`` — the composite with the round-limit penalty on
+  Stage-3 rounds only, or an advantage std floor: the settings whose defaults this comparison chose.
+
+Prints each arm's before/after table and the arms' comparison (EM difference to ``composite`` with a
+95% Student-t interval across seeds and pooled over all paired episodes, plus what each arm learned),
+and writes ``learning*.json`` / ``.png`` and ``<--name>.{json,png}`` to ``--results``.
+Opt-in: one seed takes about half an hour on a 2-core CPU, each extra arm another quarter hour.
+
+    python bench/learning.py                                    # seeds 0-4, configs/learn_cpu.yaml
+    python bench/learning.py --ablation                         # composite vs answer_only, seeds 0-4
+    python bench/learning.py --ablation --arms composite answer_only paper --seeds 0 1
+    python bench/learning.py --ablation --report                # only compile what finished runs wrote
+    python bench/learning.py --seeds 0 max_steps=60             # any config override (key=value), anywhere
+
+Seeds are independent: two processes may run different ``--seeds`` into the same ``--runs`` (give each
+``OMP_NUM_THREADS=1`` on a 2-core machine: two 2-thread torch processes spin against each other), then
+``--report`` compiles all of them.
 """
 
 from __future__ import annotations
@@ -17,43 +35,206 @@ import json
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
+from rich.table import Table
 
 from agemem.core.configlib import load_config
 from agemem.entrypoints.roots import AgeMemConfig
+
+ARMS: dict[str, list[str]] = {
+    "composite": ["reward.mode=composite", "reward.terms=effects"],
+    "answer_only": ["reward.mode=answer_only"],
+    "paper": ["reward.mode=composite", "reward.terms=paper"],
+    "penalty_stage3": ["reward.mode=composite", "reward.round_limit_scope=stage3"],
+    "std_floor_0.05": ["reward.mode=composite", "grpo.advantage_std_floor=0.05"],
+    "std_floor_0.1": ["reward.mode=composite", "grpo.advantage_std_floor=0.1"],
+}
+"""arm -> its config overrides (the shipped defaults elsewhere): reward arms, and the settings whose defaults were
+chosen by this comparison (the round-limit penalty's scope, the advantage's std floor)."""
+SHARED_STAGES = ("tokenizer", "demonstrations.jsonl", "drills.jsonl", "warm_start", "eval_warm_start.jsonl")
+"""a seed's outputs before GRPO: trained once by the first arm, linked into the others."""
+LEARNED = ("em", "stored_fact", "stored_distractor", "retrieved", "violations", "context_tokens")
+"""what each arm's GRPO policy does on the held-out tasks (means of recipes.learn.evaluate's episode scores)."""
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", default="configs/learn_cpu.yaml")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
-    parser.add_argument("--ablation", action="store_true", help="also run the seeds with answer_only rewards")
+    parser.add_argument("--ablation", action="store_true", help="also train the other reward arms (--arms)")
+    parser.add_argument("--arms", nargs="+", default=["composite", "answer_only"], choices=sorted(ARMS))
+    parser.add_argument("--report", action="store_true", help="run nothing; compile the finished seeds' reports")
     parser.add_argument("--runs", default="runs/bench_learning", help="run directories (resumable)")
     parser.add_argument("--results", default="bench/results", help="where the reports and plots are copied")
+    parser.add_argument("--name", default="reward_ablation", help="file name of the arms' comparison (.json, .png)")
     parser.add_argument("overrides", nargs="*", help="config overrides, key=value, anywhere on the line")
     # overrides are taken out first: after `--seeds 0` argparse would read `train.learning_rate=1e-4` as a seed
     argv = sys.argv[1:]
     overrides = [a for a in argv if "=" in a and not a.startswith("-")]
     args = parser.parse_args([a for a in argv if a not in overrides])
     args.overrides = overrides
+    arms = args.arms if args.ablation else ["composite"]
+    if arms[0] != "composite":
+        parser.error("the first arm must be composite: the others are compared with it")
 
     from agemem.recipes.learn import learn, report_table
 
     console = Console()
-    results = Path(args.results)
+    runs, results = Path(args.runs), Path(args.results)
     results.mkdir(parents=True, exist_ok=True)
-    modes = ["composite", "answer_only"] if args.ablation else ["composite"]
-    for mode in modes:
-        run_dir = Path(args.runs) / mode
-        overrides = [*args.overrides, f"learn.seeds={args.seeds}", f"reward.mode={mode}", f"output_dir={run_dir}"]
-        config = load_config(AgeMemConfig, args.config, overrides)
-        report = learn(config)
+    configs = {arm: arm_config(args.config, args.overrides, arm, runs / arm) for arm in arms}
+    seeds = args.seeds
+    if args.report:
+        seeds = [s for s in seeds if all((runs / arm / f"seed_{s}" / "result.json").exists() for arm in arms)]
+        if not seeds:
+            parser.error(f"no seed of {args.seeds} has finished every arm of {arms} under {runs}")
+    else:
+        for seed in seeds:  # seed-major: the first arm's warm start exists before the others link it
+            for arm in arms:
+                if arm != arms[0]:
+                    link_shared_stages(runs / arms[0] / f"seed_{seed}", runs / arm / f"seed_{seed}")
+                learn(_with_seeds(configs[arm], [seed]))
+    for arm in arms:
+        report = learn(_with_seeds(configs[arm], seeds))  # every seed finished: this only reads and compares
         console.print(report_table(report))
-        name = "learning" if mode == "composite" else f"learning_{mode}"
+        name = "learning" if arm == "composite" else f"learning_{arm}"
         (results / f"{name}.json").write_text(json.dumps({k: v for k, v in report.items() if k != "config"}, indent=2))
-        shutil.copyfile(run_dir / "learning.png", results / f"{name}.png")
+        shutil.copyfile(runs / arm / "learning.png", results / f"{name}.png")
+    if len(arms) > 1:
+        comparison = compare_arms(runs, arms, seeds)
+        console.print(arms_table(comparison))
+        (results / f"{args.name}.json").write_text(json.dumps(comparison, indent=2))
+        plot_arms(comparison, results / f"{args.name}.png")
     console.print(f"written to {results}/")
+
+
+def arm_config(path: str, overrides: list[str], arm: str, run_dir: Path):
+    return load_config(AgeMemConfig, path, [*overrides, *ARMS[arm], f"output_dir={run_dir}"])
+
+
+def _with_seeds(config, seeds: list[int]):
+    from dataclasses import replace
+
+    return replace(config, learn=replace(config.learn, seeds=list(seeds)))
+
+
+def link_shared_stages(source: Path, target: Path) -> None:
+    """Link a seed's pre-GRPO outputs from the first arm's directory into another arm's (idempotent)."""
+    target.mkdir(parents=True, exist_ok=True)
+    for name in SHARED_STAGES:
+        if not (source / name).exists():
+            raise FileNotFoundError(f"{source / name} is missing: run the first arm of this seed first")
+        link = target / name
+        if not link.exists():
+            link.symlink_to((source / name).resolve(), target_is_directory=(source / name).is_dir())
+
+
+def _episodes(path: Path) -> dict[str, dict[str, Any]]:
+    return {row["task_id"]: row for row in map(json.loads, path.read_text().splitlines()) if row}
+
+
+def compare_arms(runs: Path, arms: list[str], seeds: list[int]) -> dict[str, Any]:
+    """Each arm's held-out EM against the first arm's, paired by task (same tasks, same sampling seeds,
+    same warm start), per seed, across seeds (t over per-seed means) and pooled (t over all pairs)."""
+    from agemem.recipes.learn.evaluate import mean_ci
+
+    def ci(values: list[float]) -> dict[str, float]:
+        mean, low, high = mean_ci(values)
+        return {"mean": mean, "low": low, "high": high}
+
+    base_arm = arms[0]
+    episodes = {
+        arm: {seed: _episodes(runs / arm / f"seed_{seed}" / "eval_grpo.jsonl") for seed in seeds} for arm in arms
+    }
+    warm = {seed: _episodes(runs / base_arm / f"seed_{seed}" / "eval_warm_start.jsonl") for seed in seeds}
+    learned = {
+        arm: {
+            seed: {m: sum(e[m] for e in episodes[arm][seed].values()) / len(episodes[arm][seed]) for m in LEARNED}
+            for seed in seeds
+        }
+        for arm in arms
+    }
+    warm_start = {
+        str(seed): {m: sum(e[m] for e in warm[seed].values()) / len(warm[seed]) for m in LEARNED} for seed in seeds
+    }
+    differences: dict[str, Any] = {}
+    for arm in arms[1:]:
+        per_seed, pooled = {}, []
+        for seed in seeds:
+            base = episodes[base_arm][seed]
+            if set(base) != set(episodes[arm][seed]):
+                raise ValueError(f"seed {seed}: arms {base_arm} and {arm} scored different held-out tasks")
+            diffs = [episodes[arm][seed][task]["em"] - base[task]["em"] for task in sorted(base)]
+            per_seed[str(seed)] = ci(diffs)
+            pooled += diffs
+        differences[f"{arm} - {base_arm}"] = {
+            "per_seed": per_seed,
+            "across_seeds": ci([per_seed[str(s)]["mean"] for s in seeds]) if len(seeds) > 1 else None,
+            "pooled": ci(pooled),
+            "pairs": len(pooled),
+        }
+    return {
+        "what": "held-out EM of GRPO policies trained from the same warm start with different rewards, "
+        "paired by task and sampling seed (bench/learning.py --ablation)",
+        "arms": {arm: ARMS[arm] for arm in arms},
+        "seeds": seeds,
+        "warm_start": warm_start,
+        "learned": {arm: {str(s): v for s, v in per_arm.items()} for arm, per_arm in learned.items()},
+        "learned_mean": {
+            arm: {m: sum(v[m] for v in per.values()) / len(per) for m in LEARNED} for arm, per in learned.items()
+        },
+        "em_difference": differences,
+    }
+
+
+def arms_table(comparison: dict[str, Any]) -> Table:
+    arms, seeds = list(comparison["arms"]), comparison["seeds"]
+    table = Table(title=f"reward arms from the same warm starts, held-out tasks, seeds {seeds}")
+    table.add_column("metric (mean over seeds)")
+    table.add_column("warm start", justify="right")
+    for arm in arms:
+        table.add_column(arm, justify="right")
+    for metric in LEARNED:
+        warm = sum(comparison["warm_start"][str(s)][metric] for s in seeds) / len(seeds)
+        table.add_row(metric, f"{warm:.3f}", *(f"{comparison['learned_mean'][a][metric]:.3f}" for a in arms))
+    for name, diff in comparison["em_difference"].items():
+        for seed in seeds:
+            d = diff["per_seed"][str(seed)]
+            table.add_row(f"EM {name}, seed {seed}", "", f"{d['mean']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]")
+        for key in ("across_seeds", "pooled"):
+            d = diff[key]
+            if d is not None:
+                table.add_row(f"EM {name}, {key}", "", f"{d['mean']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]")
+    return table
+
+
+def plot_arms(comparison: dict[str, Any], path: Path) -> None:
+    """Held-out EM per seed: the warm start and each arm's GRPO policy."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only: no display on a server
+    import matplotlib.pyplot as plt
+
+    arms, seeds = list(comparison["arms"]), comparison["seeds"]
+    bars = ["warm start", *arms]
+    width = 0.8 / len(bars)
+    fig, ax = plt.subplots(figsize=(2 + 1.4 * len(seeds), 3.8))
+    for i, name in enumerate(bars):
+        values = [
+            comparison["warm_start"][str(s)]["em"]
+            if name == "warm start"
+            else comparison["learned"][name][str(s)]["em"]
+            for s in seeds
+        ]
+        ax.bar([x + (i - (len(bars) - 1) / 2) * width for x in range(len(seeds))], values, width, label=name)
+    ax.set_xticks(range(len(seeds)), [f"seed {s}" for s in seeds])
+    ax.set(ylabel="held-out exact match", ylim=(0, 1), title="reward arms from the same warm start")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 if __name__ == "__main__":

@@ -201,11 +201,12 @@ def run_benchmark(
     log = ExampleLog(out / "examples.jsonl")
     started = time.perf_counter()
     session, played = None, 0
-    if any(item.id not in log.finished() for item in items):
+    finished = log.finished()  # read once: a 7,405-question run would otherwise re-read the log per question
+    if any(item.id not in finished for item in items):
         run = RunContext(config, variant, out, log, backend.get(), shared)
         session = benchmark.open(run, workload)
-        played = play(benchmark, run, session, items, desc=label or resolved.label)
-    finished = log.finished()
+        played = play(benchmark, run, session, items, desc=label or resolved.label, finished=finished)
+        finished = log.finished()
     examples = [finished[item.id] for item in items if item.id in finished]
     results = {
         "benchmark": benchmark.name,
@@ -225,10 +226,18 @@ def run_benchmark(
     return results
 
 
-def play(benchmark: Benchmark, run: RunContext, session: Session, items: Sequence[Item], *, desc: str) -> int:
+def play(
+    benchmark: Benchmark,
+    run: RunContext,
+    session: Session,
+    items: Sequence[Item],
+    *,
+    desc: str,
+    finished: dict[str, Any] | None = None,
+) -> int:
     """Play the items not yet finished in chunks of ``eval.chunk_size``, appending each chunk's records to the log;
-    returns how many items were played."""
-    finished = run.log.finished()
+    returns how many items were played. ``finished``: the log's records when the caller has just read them."""
+    finished = run.log.finished() if finished is None else finished
     pending = [item for item in items[session.start :] if item.id not in finished]
     position = {item.id: i for i, item in enumerate(items)}
     size = run.config.eval.chunk_size

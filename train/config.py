@@ -105,6 +105,10 @@ class TrainConfig:
     """completion positions per lm-head chunk when computing log-probs ([chunk, vocab] logits live at a time)."""
     shuffle: bool = True
     """shuffle tasks each epoch over the data (seeded by the run seed)."""
+    release_memory_s: float = 10.0
+    """seconds between returns of freed host memory to the system (glibc ``malloc_trim`` from a background thread,
+    agemem.core.hostmem): without it a CPU run's resident memory grows to several times what it uses
+    (docs/training.md#host-memory); 0 = never."""
     off_policy: bool = False
     """allow an engine whose weights are never synced (engine.backend=openai): its samples are reweighted by
     truncated importance sampling (grpo.tis_cap, required); false refuses such a run at start."""
@@ -118,6 +122,8 @@ class TrainConfig:
             raise ConfigError(f"adam_betas={self.adam_betas} must be two numbers in [0, 1)")
         if self.micro_batch_tokens < 1 or self.logprob_chunk_tokens < 1:
             raise ConfigError("micro_batch_tokens and logprob_chunk_tokens must be >= 1")
+        if self.release_memory_s < 0:
+            raise ConfigError(f"release_memory_s={self.release_memory_s} must be >= 0 (0 never returns freed memory)")
 
 
 @dataclass

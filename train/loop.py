@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from agemem.core.config import PolicyConfig
 from agemem.core.configlib import ConfigError, to_dict
+from agemem.core.hostmem import GIB, MemoryReleaser, peak_resident_bytes, reset_peak, resident_bytes
 from agemem.rollouts.build import build_driver, build_engine, build_resources
 from agemem.rollouts.distractors import DistractorCache, build_distractor_generator, prepare_distractors
 from agemem.rollouts.engines.base import derive_seed
@@ -275,6 +276,7 @@ def train(
         elif samples_path.exists():
             samples_path.unlink()
     history: list[dict[str, Any]] = []
+    releaser = MemoryReleaser(config.train.release_memory_s).start()
     try:
         while state.step < config.max_steps:
             step = state.step + 1
@@ -329,22 +331,30 @@ def train(
                     keep_last=config.checkpoint.keep_last, dtype=config.policy.dtype,
                 )  # fmt: skip
     finally:
+        releaser.stop()
         if logger is not None:
             logger.close()
     return history
 
 
 class Timer:
-    """Wall-clock laps: ``lap(name)`` records the time since the previous lap (or the start)."""
+    """Wall-clock laps: ``lap(name)`` records the time since the previous lap (or the start); with ``memory``
+    also the peak resident memory of each lap in GiB (``peak_gib``; it resets the process's peak window, so
+    one such timer at a time)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, memory: bool = False) -> None:
         self.start = self.last = time.perf_counter()
         self.laps: dict[str, float] = {}
+        self.memory = memory and reset_peak()
+        self.peak_gib: dict[str, float] = {}
 
     def lap(self, name: str) -> None:
         now = time.perf_counter()
         self.laps[name] = now - self.last
         self.last = now
+        if self.memory:
+            self.peak_gib[name] = peak_resident_bytes() / GIB
+            reset_peak()
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.start
@@ -362,6 +372,8 @@ def _step_metrics(
         "generated_tokens": rollout_stats.generated_tokens,
         "prompt_tokens": rollout_stats.prompt_tokens,
         "cached_prompt_tokens": rollout_stats.cached_prompt_tokens,
+        "resident_bytes": resident_bytes(),
+        "peak_resident_bytes": peak_resident_bytes(),
     }
     ranks = run.gather(local)
     episodes = sum(r["episodes"] for r in ranks)
@@ -387,6 +399,9 @@ def _step_metrics(
     cached, prompted = (sum(r[key] for r in ranks) for key in ("cached_prompt_tokens", "prompt_tokens"))
     metrics["throughput/prefix_cache_share"] = cached / max(prompted, 1)  # prompt KV reused, not computed
     metrics["throughput/train_tokens_per_s"] = metrics["samples/tokens_forwarded"] / max(timer.laps["update"], 1e-9)
+    # the largest rank's host memory: now, and its peak since the process started (or a recipe stage began)
+    metrics["memory/resident_gib"] = max(r["resident_bytes"] for r in ranks) / GIB
+    metrics["memory/peak_resident_gib"] = max(r["peak_resident_bytes"] for r in ranks) / GIB
     metrics["episodes"] = episodes
     return metrics
 

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from agemem.core.configlib import to_dict
 from agemem.core.files import atomic_open
+from agemem.core.hostmem import MemoryReleaser
 from agemem.recipes.learn.config import LearnConfig, LearnRunConfig
 from agemem.recipes.learn.evaluate import (
     EpisodeScore,
@@ -99,8 +100,13 @@ def run_seed(config: LearnRunConfig, seed: int, out: Path, encoder: Encoder, *, 
     if done.exists():
         return json.loads(done.read_text())
     out.mkdir(parents=True, exist_ok=True)
+    with MemoryReleaser(config.train.release_memory_s):
+        return _run_seed(config, seed, out, encoder, progress=progress)
+
+
+def _run_seed(config: LearnRunConfig, seed: int, out: Path, encoder: Encoder, *, progress: bool) -> dict[str, Any]:
     seeds = TaskSeeds.derive(config, seed)
-    timer = Timer()
+    timer = Timer(memory=True)
 
     # 1. tokenizer
     tokenizer = _stage_tokenizer(config, seeds, out / "tokenizer", encoder)
@@ -137,9 +143,11 @@ def run_seed(config: LearnRunConfig, seed: int, out: Path, encoder: Encoder, *, 
         "em_differences": em_differences,
         "reward_curve": _reward_curve(out / "grpo" / "metrics.jsonl"),
         "timings": {**{f"{k}_s": v for k, v in timer.laps.items()}, "total_s": timer.elapsed()},
+        "peak_resident_gib": timer.peak_gib,  # per stage; empty where the peak cannot be reset (not Linux)
         "warm_start_dir": str(warm),
         "grpo_policy_dir": str(final),
     }
+    done = out / "result.json"
     with atomic_open(done, "w") as handle:
         json.dump(result, handle, indent=2)
     return result
@@ -328,8 +336,9 @@ def _stage_evaluate(
 ) -> list[EpisodeScore]:
     if path.exists():
         return [EpisodeScore(**json.loads(line)) for line in path.read_text().splitlines() if line.strip()]
-    # always the composite reward, so an answer_only run is compared on the same scale
-    scoring = replace(config, reward=replace(config.reward, mode="composite"))
+    # always the shipped reward (composite, terms read by their effects), so runs trained on answer_only or the
+    # paper's literal terms are scored on the same scale
+    scoring = replace(config, reward=replace(config.reward, mode="composite", terms="effects"))
     scores, _ = evaluate_policy(scoring, model_dir, tasks, seed=seed, encoder=encoder, progress=progress)
     with atomic_open(path, "w") as handle:
         handle.writelines(json.dumps(row) + "\n" for row in scores_to_rows(scores))
@@ -391,7 +400,10 @@ def compare_seeds(config: LearnRunConfig, results: list[dict[str, Any]]) -> dict
         "em_improvement_across_seeds": across,
         "em_improvement_pooled": pooled,
         "improves": bool(across["low"] > 0) if len(results) > 1 else bool(pooled["low"] > 0),
-        "per_seed": [{k: r[k] for k in ("seed", "before", "after", "em_difference", "timings")} for r in results],
+        "per_seed": [
+            {k: r.get(k, {}) for k in ("seed", "before", "after", "em_difference", "timings", "peak_resident_gib")}
+            for r in results
+        ],
         "config": to_dict(config),
     }
 
@@ -415,8 +427,9 @@ def report_table(report: dict[str, Any]):
     for seed in report["per_seed"]:
         d = seed["em_difference"]
         minutes = seed["timings"]["total_s"] / 60
+        peak = max(seed.get("peak_resident_gib", {}).values(), default=math.nan)
         table.add_row(
-            f"seed {seed['seed']} EM ({minutes:.1f} min)",
+            f"seed {seed['seed']} EM ({minutes:.1f} min, {peak:.1f} GiB peak)",
             f"{seed['before']['em']:.3f}",
             f"{seed['after']['em']:.3f}",
             f"{d['mean']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]",

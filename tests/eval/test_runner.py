@@ -16,7 +16,7 @@ from agemem.core.configlib import ConfigError, load_config
 from agemem.entrypoints.roots import AgeMemConfig
 from agemem.eval.benchmarks import BUILTIN, benchmark_names, get_benchmark, register_benchmark, unregister_benchmark
 from agemem.eval.models import Backend
-from agemem.eval.report import RUN_COLUMNS, Column, Panel
+from agemem.eval.report import RUN_COLUMNS, Column, ExampleLog, Panel
 from agemem.eval.runner import RunContext, chunk_seed, evaluate, results_table
 from agemem.eval.variants import apply_variant
 from agemem.rollouts.engines.base import derive_seed
@@ -140,7 +140,12 @@ def test_a_crashed_run_resumes_with_the_seeds_and_records_of_an_uninterrupted_on
         evaluate(crashing, _config(), tmp_path / "cut", backends=_backends())
     assert len(_records(tmp_path / "cut" / "examples.jsonl")) == 8
     resumed = Toy()
-    (results,) = evaluate(resumed, _config(), tmp_path / "cut", backends=_backends())
+    reads = []
+    original = ExampleLog.finished
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ExampleLog, "finished", lambda log: reads.append(1) or original(log))
+        (results,) = evaluate(resumed, _config(), tmp_path / "cut", backends=_backends())
+    assert len(reads) == 2  # the log is read once to resume and once for the results, not once per item
     assert resumed.chunks == [whole.chunks[-1]]  # only the last two items, under the seed they had in `whole`
     assert results["played"] == 2 and results["resumed"] == 8
     assert _records(tmp_path / "cut" / "examples.jsonl") == _records(tmp_path / "whole" / "examples.jsonl")

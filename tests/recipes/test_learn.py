@@ -48,6 +48,13 @@ def test_every_stage_leaves_its_output(learned):
     assert [row["step"] for row in result["reward_curve"]] == [1, 2]
     assert {"reward/total", "episode/memory_adds", "episode/retrievals"} <= set(result["reward_curve"][0])
     assert len(result["em_differences"]) == 4  # one paired difference per held-out task
+    stage_names = ["tokenizer", "demonstrate", "warm_start", "eval_warm_start", "grpo", "eval_grpo"]
+    assert [f"{name}_s" for name in stage_names] == [k for k in result["timings"] if k != "total_s"]
+    if result["peak_resident_gib"]:  # Linux: each stage's own peak (reset between stages)
+        assert list(result["peak_resident_gib"]) == stage_names
+        assert all(0.1 < gib < 16 for gib in result["peak_resident_gib"].values())
+    metrics = [json.loads(line) for line in (seed / "grpo" / "metrics.jsonl").read_text().splitlines()]
+    assert all(0 < m["memory/resident_gib"] <= m["memory/peak_resident_gib"] for m in metrics)
     report = json.loads((learned / "learning.json").read_text())
     assert report["seeds"] == [0] and report["reward_mode"] == "composite"
     assert set(report["before"]) == set(report["after"])
@@ -56,7 +63,7 @@ def test_every_stage_leaves_its_output(learned):
     console.print(report_table(report))
     table = console.export_text()
     assert "n/a (one seed)" in table and "nan" not in table  # no interval across a single seed
-    assert "seed 0 EM" in table
+    assert "seed 0 EM" in table and "GiB peak" in table
     sft = json.loads((seed / "warm_start" / "sft_metrics.json").read_text())
     assert 0 < sft["drill_sequences"] <= 6  # drills whose careful expert retrieved before answering
     assert sft["answer_copy_sequences"] == 2  # 16 thought-to-answer turns, 8 a row

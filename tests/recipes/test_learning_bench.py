@@ -1,0 +1,82 @@
+"""bench/learning.py --ablation: arms share a seed's warm start, and are compared per held-out task."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("bench_learning", ROOT / "bench" / "learning.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _episode(task: str, em: float, **values: float) -> dict:
+    row = {"task_id": task, "em": em, "stored_fact": 1.0, "stored_distractor": 0.0, "retrieved": 1.0}
+    return {**row, "violations": 0.0, "context_tokens": 100.0, **values}
+
+
+def _write(path: Path, rows: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_other_arms_link_the_first_arms_pre_grpo_stages(bench, tmp_path):
+    first, other = tmp_path / "composite" / "seed_3", tmp_path / "answer_only" / "seed_3"
+    with pytest.raises(FileNotFoundError, match="run the first arm of this seed first"):
+        bench.link_shared_stages(first, other)
+    for name in bench.SHARED_STAGES:
+        if name.endswith(".jsonl"):
+            _write(first / name, [{"x": 1}])
+        else:
+            (first / name).mkdir(parents=True)
+            (first / name / "weights").write_text(name)
+    bench.link_shared_stages(first, other)
+    bench.link_shared_stages(first, other)  # idempotent: a resumed ablation links nothing twice
+    assert (other / "warm_start" / "weights").read_text() == "warm_start"
+    assert (other / "warm_start").resolve() == (first / "warm_start").resolve()
+    assert not (other / "grpo").exists()  # each arm trains its own GRPO policy
+
+
+def test_arms_are_compared_per_task_across_seeds_and_pooled(bench, tmp_path):
+    # seed 0: answer_only answers tasks a, b right where composite got a only -> differences (0, +1), mean +0.5
+    # seed 1: answer_only loses task c -> differences (-1, 0), mean -0.5
+    runs = {
+        ("composite", 0): [_episode("a", 1), _episode("b", 0, stored_distractor=1.0)],
+        ("answer_only", 0): [_episode("a", 1), _episode("b", 1, violations=2.0)],
+        ("composite", 1): [_episode("c", 1), _episode("d", 1)],
+        ("answer_only", 1): [_episode("c", 0), _episode("d", 1)],
+    }
+    for (arm, seed), rows in runs.items():
+        _write(tmp_path / arm / f"seed_{seed}" / "eval_grpo.jsonl", rows)
+        if arm == "composite":
+            _write(tmp_path / arm / f"seed_{seed}" / "eval_warm_start.jsonl", [_episode(r["task_id"], 0) for r in rows])
+    comparison = bench.compare_arms(tmp_path, ["composite", "answer_only"], [0, 1])
+    diff = comparison["em_difference"]["answer_only - composite"]
+    assert diff["per_seed"]["0"]["mean"] == 0.5 and diff["per_seed"]["1"]["mean"] == -0.5
+    assert diff["across_seeds"]["mean"] == 0.0 and diff["pooled"]["mean"] == 0.0 and diff["pairs"] == 4
+    # across seeds: t(0.975, 1) * std(+0.5, -0.5) / sqrt(2) = 12.706 * 0.7071 / 1.4142 = 6.353
+    assert diff["across_seeds"]["high"] == pytest.approx(6.353, abs=1e-3)
+    assert comparison["learned"]["composite"]["0"]["stored_distractor"] == 0.5
+    assert comparison["learned_mean"]["answer_only"]["violations"] == 0.5  # (2 + 0) / 2 tasks, (1.0 + 0) / 2 seeds
+    assert comparison["warm_start"]["1"]["em"] == 0.0
+    assert math.isclose(comparison["learned_mean"]["answer_only"]["em"], (1.0 + 0.5) / 2)
+    bench.plot_arms(comparison, tmp_path / "arms.png")
+    assert (tmp_path / "arms.png").stat().st_size > 0
+
+
+def test_arms_must_score_the_same_held_out_tasks(bench, tmp_path):
+    _write(tmp_path / "composite" / "seed_0" / "eval_grpo.jsonl", [_episode("a", 1)])
+    _write(tmp_path / "composite" / "seed_0" / "eval_warm_start.jsonl", [_episode("a", 0)])
+    _write(tmp_path / "answer_only" / "seed_0" / "eval_grpo.jsonl", [_episode("z", 1)])
+    with pytest.raises(ValueError, match="different held-out tasks"):
+        bench.compare_arms(tmp_path, ["composite", "answer_only"], [0])
