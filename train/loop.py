@@ -284,6 +284,7 @@ def train(
             # 1. rollout
             tasks = run.rank_tasks(state.tasks_seen)
             trajectories, rollout_stats = run.rollout(step, tasks)
+            releaser.release_now()  # the episodes' KV caches are freed: hand their pages back before the update
             timer.lap("rollout")
             # 2. score
             breakdowns = run.scorer(trajectories, tasks)
@@ -306,6 +307,7 @@ def train(
                 run.accelerator, run.policy, run.optimizer, run.scheduler, run.reference, samples,
                 config.grpo, config.train, run.pad_id,
             )  # fmt: skip
+            releaser.release_now()  # and the update's activations before the next rollout
             timer.lap("update")
             # 6. sync
             sync = getattr(run.engine, "sync_weights", None)

@@ -14,6 +14,10 @@ from agemem.rollouts.records import Trajectory
 from agemem.rollouts.run import summarize_trajectories
 from agemem.train.config import TrainRunConfig
 
+MACHINE_METRICS = ("time/", "throughput/", "memory/")
+"""prefixes of the metrics that measure the machine (seconds, rates, resident memory), not the training: they
+differ between two runs that train identically (a resumed run and an uninterrupted one)."""
+
 
 def behaviour_metrics(trajectories: Sequence[Trajectory]) -> dict[str, float]:
     """``summarize_trajectories`` as flat numbers: ``episode/<what>`` per-episode means and

@@ -108,6 +108,12 @@ class MemoryReleaser:
             self._thread.start()
         return self
 
+    def release_now(self) -> None:
+        """Return freed pages at once, where a phase has just dropped a lot (a rollout's KV caches, an update's
+        activations), instead of waiting for the timer; nothing when releasing is off (``seconds=0``)."""
+        if self.seconds > 0:
+            release_freed_memory()
+
     def _run(self) -> None:
         while not self._stop.wait(self.seconds):
             release_freed_memory()

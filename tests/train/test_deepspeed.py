@@ -24,6 +24,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("accelerate")
 
+from agemem.train.metrics import MACHINE_METRICS  # noqa: E402
 from tests.train.distributed_update import CASES  # noqa: E402
 from tests.train.launching import launch_prefix, run  # noqa: E402
 from tests.train.test_distributed import (  # noqa: E402
@@ -42,7 +43,6 @@ TINY_TRAIN = [
     "rollout.stage3_max_steps=1", "train.tasks_per_step=2", "train.learning_rate=1e-2", "checkpoint.every=1",
     "checkpoint.keep_last=3", "logging.progress=false",
 ]  # fmt: skip
-TIMING = ("time/", "throughput/")
 
 
 @pytest.fixture(autouse=True)
@@ -91,7 +91,7 @@ def test_zero_global_metrics_match_one_process(zero_runs, name):
 
 def _metrics(run_dir: Path) -> list[dict]:
     lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    return [{k: v for k, v in m.items() if not k.startswith(TIMING)} for m in lines]
+    return [{k: v for k, v in m.items() if not k.startswith(MACHINE_METRICS)} for m in lines]
 
 
 def _policy_weights(run_dir: Path, step: int) -> dict[str, torch.Tensor]:

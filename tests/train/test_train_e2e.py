@@ -11,6 +11,7 @@ from safetensors.torch import load_file
 
 from agemem.entrypoints.cli import main
 from agemem.rollouts.records import read_trajectories
+from agemem.train.metrics import MACHINE_METRICS
 
 TINY = [
     "--config",
@@ -30,12 +31,11 @@ TINY = [
     "checkpoint.every=1",
     "logging.progress=false",
 ]
-TIMING = ("time/", "throughput/")
 
 
 def metrics(path):
     lines = [json.loads(line) for line in path.read_text().splitlines()]
-    return [{k: v for k, v in m.items() if not k.startswith(TIMING)} for m in lines]
+    return [{k: v for k, v in m.items() if not k.startswith(MACHINE_METRICS)} for m in lines]
 
 
 def weights(run_dir, step):
