@@ -131,48 +131,29 @@ def link_shared_stages(source: Path, target: Path) -> None:
             link.symlink_to((source / name).resolve(), target_is_directory=(source / name).is_dir())
 
 
-def _episodes(path: Path) -> dict[str, dict[str, Any]]:
-    return {row["task_id"]: row for row in map(json.loads, path.read_text().splitlines()) if row}
-
-
 def compare_arms(runs: Path, arms: list[str], seeds: list[int]) -> dict[str, Any]:
     """Each arm's held-out EM against the first arm's, paired by task (same tasks, same sampling seeds,
     same warm start), per seed, across seeds (t over per-seed means) and pooled (t over all pairs)."""
-    from agemem.recipes.learn.evaluate import mean_ci
-
-    def ci(values: list[float]) -> dict[str, float]:
-        mean, low, high = mean_ci(values)
-        return {"mean": mean, "low": low, "high": high}
+    from agemem.recipes.learn.evaluate import ci_dict, mean_scores, paired_differences, read_scores
 
     base_arm = arms[0]
-    episodes = {
-        arm: {seed: _episodes(runs / arm / f"seed_{seed}" / "eval_grpo.jsonl") for seed in seeds} for arm in arms
-    }
-    warm = {seed: _episodes(runs / base_arm / f"seed_{seed}" / "eval_warm_start.jsonl") for seed in seeds}
-    learned = {
-        arm: {
-            seed: {m: sum(e[m] for e in episodes[arm][seed].values()) / len(episodes[arm][seed]) for m in LEARNED}
-            for seed in seeds
-        }
-        for arm in arms
-    }
-    warm_start = {
-        str(seed): {m: sum(e[m] for e in warm[seed].values()) / len(warm[seed]) for m in LEARNED} for seed in seeds
-    }
+    scores = {arm: {s: read_scores(runs / arm / f"seed_{s}" / "eval_grpo.jsonl") for s in seeds} for arm in arms}
+    warm = {s: mean_scores(read_scores(runs / base_arm / f"seed_{s}" / "eval_warm_start.jsonl")) for s in seeds}
+    learned = {arm: {s: mean_scores(scores[arm][s]) for s in seeds} for arm in arms}
     differences: dict[str, Any] = {}
     for arm in arms[1:]:
         per_seed, pooled = {}, []
         for seed in seeds:
-            base = episodes[base_arm][seed]
-            if set(base) != set(episodes[arm][seed]):
-                raise ValueError(f"seed {seed}: arms {base_arm} and {arm} scored different held-out tasks")
-            diffs = [episodes[arm][seed][task]["em"] - base[task]["em"] for task in sorted(base)]
-            per_seed[str(seed)] = ci(diffs)
+            try:
+                diffs = paired_differences(scores[base_arm][seed], scores[arm][seed], "em")
+            except ValueError as error:
+                raise ValueError(f"seed {seed}: arms {base_arm} and {arm} scored different held-out tasks") from error
+            per_seed[str(seed)] = ci_dict(diffs)
             pooled += diffs
         differences[f"{arm} - {base_arm}"] = {
             "per_seed": per_seed,
-            "across_seeds": ci([per_seed[str(s)]["mean"] for s in seeds]) if len(seeds) > 1 else None,
-            "pooled": ci(pooled),
+            "across_seeds": ci_dict([per_seed[str(s)]["mean"] for s in seeds]) if len(seeds) > 1 else None,
+            "pooled": ci_dict(pooled),
             "pairs": len(pooled),
         }
     return {
@@ -180,8 +161,8 @@ def compare_arms(runs: Path, arms: list[str], seeds: list[int]) -> dict[str, Any
         "paired by task and sampling seed (bench/learning.py --ablation)",
         "arms": {arm: ARMS[arm] for arm in arms},
         "seeds": seeds,
-        "warm_start": warm_start,
-        "learned": {arm: {str(s): v for s, v in per_arm.items()} for arm, per_arm in learned.items()},
+        "warm_start": {str(s): {m: warm[s][m] for m in LEARNED} for s in seeds},
+        "learned": {arm: {str(s): {m: v[m] for m in LEARNED} for s, v in per.items()} for arm, per in learned.items()},
         "learned_mean": {
             arm: {m: sum(v[m] for v in per.values()) / len(per) for m in LEARNED} for arm, per in learned.items()
         },

@@ -16,6 +16,7 @@ training) and scored with the run's reward. Per episode we record:
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
@@ -148,5 +149,16 @@ def mean_ci(values: Sequence[float], confidence: float = 0.95) -> tuple[float, f
     return mean, mean - half, mean + half
 
 
+def ci_dict(values: Sequence[float]) -> dict[str, float]:
+    """:func:`mean_ci` as ``{"mean", "low", "high"}``."""
+    mean, low, high = mean_ci(values)
+    return {"mean": mean, "low": low, "high": high}
+
+
 def scores_to_rows(scores: Sequence[EpisodeScore]) -> list[dict[str, Any]]:
     return [asdict(s) for s in scores]
+
+
+def read_scores(path: Path) -> list[EpisodeScore]:
+    """The episode scores a held-out evaluation wrote (one JSON object a line, :func:`scores_to_rows`)."""
+    return [EpisodeScore(**json.loads(line)) for line in path.read_text().splitlines() if line.strip()]

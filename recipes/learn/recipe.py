@@ -31,10 +31,11 @@ from agemem.core.hostmem import MemoryReleaser
 from agemem.recipes.learn.config import LearnConfig, LearnRunConfig
 from agemem.recipes.learn.evaluate import (
     EpisodeScore,
+    ci_dict,
     evaluate_policy,
-    mean_ci,
     mean_scores,
     paired_differences,
+    read_scores,
     scores_to_rows,
 )
 from agemem.train.loop import Timer
@@ -140,7 +141,7 @@ def _run_seed(config: LearnRunConfig, seed: int, out: Path, encoder: Encoder, *,
         "task_seeds": vars(seeds),
         "before": mean_scores(before),
         "after": mean_scores(after),
-        "em_difference": _ci_dict(mean_ci(em_differences)),
+        "em_difference": ci_dict(em_differences),
         "em_differences": em_differences,
         "reward_curve": _reward_curve(out / "grpo" / "metrics.jsonl"),
         "timings": {**{f"{k}_s": v for k, v in timer.laps.items()}, "total_s": timer.elapsed()},
@@ -148,8 +149,7 @@ def _run_seed(config: LearnRunConfig, seed: int, out: Path, encoder: Encoder, *,
         "warm_start_dir": str(warm),
         "grpo_policy_dir": str(final),
     }
-    done = out / "result.json"
-    with atomic_open(done, "w") as handle:
+    with atomic_open(out / "result.json", "w") as handle:
         json.dump(result, handle, indent=2)
     return result
 
@@ -336,7 +336,7 @@ def _stage_evaluate(
     progress: bool,
 ) -> list[EpisodeScore]:
     if path.exists():
-        return [EpisodeScore(**json.loads(line)) for line in path.read_text().splitlines() if line.strip()]
+        return read_scores(path)
     # always the shipped reward (composite, terms read by their effects), so runs trained on answer_only or the
     # paper's literal terms are scored on the same scale
     scoring = replace(config, reward=replace(config.reward, mode="composite", terms="effects"))
@@ -378,11 +378,6 @@ def _reward_curve(metrics_path: Path) -> list[dict[str, float]]:
     return [{"step": row["step"], **{k: row[k] for k in keys if k in row}} for row in rows]
 
 
-def _ci_dict(ci: tuple[float, float, float]) -> dict[str, float]:
-    mean, low, high = ci
-    return {"mean": mean, "low": low, "high": high}
-
-
 # ---------------------------------------------------------------- across seeds
 def compare_seeds(config: LearnRunConfig, results: list[dict[str, Any]]) -> dict[str, Any]:
     """Means over seeds of every metric before and after GRPO, and the EM improvement's intervals:
@@ -391,8 +386,8 @@ def compare_seeds(config: LearnRunConfig, results: list[dict[str, Any]]) -> dict
     before = {m: sum(r["before"][m] for r in results) / len(results) for m in metrics}
     after = {m: sum(r["after"][m] for r in results) / len(results) for m in metrics}
     per_seed = [r["em_difference"]["mean"] for r in results]
-    across = _ci_dict(mean_ci(per_seed))
-    pooled = _ci_dict(mean_ci([d for r in results for d in r["em_differences"]]))
+    across = ci_dict(per_seed)
+    pooled = ci_dict([d for r in results for d in r["em_differences"]])
     return {
         "seeds": [r["seed"] for r in results],
         "reward_mode": config.reward.mode,

@@ -21,8 +21,9 @@ def bench():
 
 
 def _episode(task: str, em: float, **values: float) -> dict:
-    row = {"task_id": task, "em": em, "stored_fact": 1.0, "stored_distractor": 0.0, "retrieved": 1.0}
-    return {**row, "violations": 0.0, "context_tokens": 100.0, **values}
+    row = {"task_id": task, "em": em, "reward": em, "storage": 1.0, "stored_fact": 1.0, "stored_distractor": 0.0}
+    row |= {"retrieved": 1.0, "context_tokens": 100.0, "generated_tokens": 50.0, "steps": 5.0, "violations": 0.0}
+    return {**row, "answer": "x", **values}
 
 
 def _write(path: Path, rows: list[dict]) -> None:
