@@ -105,6 +105,10 @@ class _Live:
     scope: str
 
 
+class RolloutAbandonedError(Exception):
+    """``RolloutDriver.run`` stopped early because ``should_stop()`` said so (the trainer's preemption)."""
+
+
 class RolloutDriver:
     """Plays tasks x K rollouts on one engine, batching every tick's requests into one call.
 
@@ -145,6 +149,7 @@ class RolloutDriver:
         writer: TrajectoryWriter | None = None,
         on_trajectory: Callable[[Trajectory], None] | None = None,
         seed: int | None = None,
+        should_stop: Callable[[], bool] | None = None,
     ) -> RolloutResult:
         """Play every task ``rollouts_per_task`` times (default: config K) and return the trajectories.
 
@@ -152,6 +157,8 @@ class RolloutDriver:
         Finished trajectories go to ``writer`` (and ``on_trajectory``) as soon as they end.
         ``seed`` replaces the base sampling seed for this run (the trainer gives each step its own,
         so a resumed run samples what the uninterrupted one did).
+        ``should_stop`` is asked before every engine call; when it says True the run raises
+        :class:`RolloutAbandonedError` (unfinished episodes' memory is freed, finished ones were already written).
         """
         k = rollouts_per_task or self.config.rollouts_per_task
         sampling = self.sampling if seed is None else dataclasses.replace(self.sampling, seed=seed)
@@ -196,12 +203,22 @@ class RolloutDriver:
                         finish((task_index, rollout), scope, finished.value)
                 if not live:
                     break
+                if should_stop is not None and should_stop():
+                    total = len(done) + len(live) + len(queue)
+                    raise RolloutAbandonedError(f"stopped with {len(done)} of {total} episodes done")
                 # 2. One engine call for every pending request.
                 requests = [episode.request for episode in live]
                 tick_start = time.perf_counter()
-                completions = self.engine.generate(
-                    [r.prompt_ids for r in requests], sampling, messages=[r.messages for r in requests]
-                )
+                try:
+                    completions = self.engine.generate(
+                        [r.prompt_ids for r in requests], sampling, messages=[r.messages for r in requests]
+                    )
+                except Exception as error:
+                    # a preempted job's generation server may die first: once a stop is asked for, a failed
+                    # call ends the rollout the same way the stop would have
+                    if should_stop is not None and should_stop():
+                        raise RolloutAbandonedError(f"the engine failed while stopping: {error}") from error
+                    raise
                 stats.engine_s += time.perf_counter() - tick_start
                 if len(completions) != len(requests):
                     name, got = self.engine.name, len(completions)

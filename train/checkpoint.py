@@ -4,24 +4,37 @@
   which also handles DeepSpeed's sharded states);
 * ``policy/``: the weights as a plain Hugging Face directory (or the LoRA adapter) plus tokenizer,
   loadable by transformers / vLLM / ``agemem eval`` without this package's trainer;
-* ``trainer_state.json``: the step, the data position, and what the run was.
+* ``trainer_state.json``: the step, the data position, and what the run was;
+* ``manifest.json``, written last: every file's size and (``checkpoint.checksums``) sha256, and how long
+  the save took (``agemem.core.manifest``).
 
 A checkpoint is written to ``step_N.tmp`` and renamed when complete; an interrupted save leaves
-only a ``.tmp`` directory, which is ignored and removed by the next save.
+only a ``.tmp`` directory, which is ignored and removed by the next save. Resuming takes the newest
+checkpoint that verifies against its manifest and says which newer ones it skipped and why.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
+import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agemem.core.runs import CHECKPOINT_NAME, TrainerState, checkpoint_dir, latest_checkpoint, read_trainer_state
+from agemem.core.manifest import write_manifest
+from agemem.core.runs import (
+    CHECKPOINT_NAME,
+    CheckpointError,
+    TrainerState,
+    checkpoint_dir,
+    latest_checkpoint,
+    read_trainer_state,
+)
 from agemem.rollouts.policy import torch_dtype
 
 __all__ = [
+    "CheckpointError",
     "TrainerState",
     "checkpoint_dir",
     "latest_checkpoint",
@@ -44,12 +57,15 @@ def save_checkpoint(
     *,
     keep_last: int,
     dtype: str | None = None,
+    checksums: bool = True,
 ) -> Path:
     """Write the checkpoint of ``state.step`` atomically and prune to the ``keep_last`` newest.
 
     ``dtype`` (``policy.dtype``): the dtype of ``policy/``'s full weights. Training steps fp32 master weights
     (``accelerate/`` keeps them for the resume); what eval / vLLM load is the model in the run's dtype.
+    The manifest is written last (``checksums``: with every file's sha256).
     """
+    started = time.perf_counter()
     final = checkpoint_dir(output_dir, state.step)
     tmp = final.with_name(final.name + ".tmp")
     if accelerator.is_main_process and tmp.exists():
@@ -74,6 +90,10 @@ def save_checkpoint(
                 config_file.write_text(json.dumps({**json.loads(config_file.read_text()), "dtype": dtype}, indent=2))
         tokenizer.save_pretrained(tmp / "policy")
         (tmp / "trainer_state.json").write_text(json.dumps(asdict(state), indent=2))
+    accelerator.wait_for_everyone()  # every rank's shards are on disk before the manifest certifies them
+    if accelerator.is_main_process:
+        # how long the files took: what a preemption's grace period must cover (docs/cluster.md)
+        write_manifest(tmp, checksums=checksums, extra={"write_s": round(time.perf_counter() - started, 3)})
         if final.exists():  # the same step saved before (a resumed run re-reached it)
             shutil.rmtree(final)
         tmp.rename(final)
@@ -95,12 +115,21 @@ def _prune(root: Path, keep_last: int) -> None:
 
 
 def load_checkpoint(accelerator: Accelerator, path: Path) -> TrainerState:
-    """Restore model, optimizer, scheduler and RNG states from ``path``; returns the trainer state."""
+    """Restore model, optimizer, scheduler and RNG states from ``path``; returns the trainer state.
+
+    Any failure to read it is a :class:`CheckpointError` that names the checkpoint and the way past it.
+    """
     state = read_trainer_state(path)
     if state.world_size != accelerator.num_processes:
-        raise RuntimeError(
+        raise CheckpointError(
             f"{path} was written by {state.world_size} process(es) but this run has {accelerator.num_processes}; "
             "resume with the same number of processes (the data order and RNG states are per rank)"
         )
-    accelerator.load_state(str(path / "accelerate"))
+    try:
+        accelerator.load_state(str(path / "accelerate"))
+    except Exception as error:  # torch, safetensors and DeepSpeed each raise their own kinds
+        raise CheckpointError(
+            f"{path} passed verification but could not be loaded ({type(error).__name__}: {error}); "
+            f"resume from an older one with --resume-from step_N, or delete {path.name}"
+        ) from error
     return state

@@ -131,11 +131,21 @@ class CheckpointConfig:
     every: int = 50
     """save a checkpoint every this many steps (and at the last step); 0 = only at the end."""
     keep_last: int = 2
-    """checkpoints kept; older ones are deleted after a new one is complete."""
+    """checkpoints kept; older ones are deleted after a new one is complete (keep 2 or more: a corrupted
+    newest checkpoint is then skipped for the one before it)."""
+    checksums: bool = True
+    """record every file's sha256 in the checkpoint's manifest and check it on resume (sizes and readable
+    headers are always checked); hashing reads the checkpoint once more (docs/cluster.md has the cost)."""
+    on_signals: list[str] = field(default_factory=lambda: ["SIGTERM", "SIGUSR1"])
+    """signals that make training stop at the next safe point, checkpoint its last complete step and exit
+    with code 75 (preemption, or SLURM's warning before the time limit); [] leaves the default action."""
 
     def validate(self) -> None:
         if self.every < 0 or self.keep_last < 1:
             raise ConfigError(f"every={self.every} must be >= 0 and keep_last={self.keep_last} >= 1")
+        from agemem.train.preemption import parse_signals
+
+        parse_signals(self.on_signals)  # a ConfigError naming the bad signal
 
 
 @dataclass

@@ -10,9 +10,10 @@
 5. update    — the clipped GRPO loss with the k3 KL, micro-batched by tokens;
 6. sync      — push the new weights into the engine (vLLM); the transformers engine shares them;
 7. log       — metrics.jsonl / wandb / tensorboard, trajectory samples;
-8. checkpoint — every ``checkpoint.every`` steps, atomically.
+8. checkpoint — every ``checkpoint.every`` steps, atomically, verified by a manifest.
 
-The pieces are built once by :class:`TrainRun` from the config.
+A preemption signal (``checkpoint.on_signals``) is acted on after steps 1 and 8, by every rank together:
+see :mod:`agemem.train.preemption`. The pieces are built once by :class:`TrainRun` from the config.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from __future__ import annotations
 import functools
 import json
 import random
+import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,17 +31,34 @@ from typing import TYPE_CHECKING, Any
 from agemem.core.config import PolicyConfig
 from agemem.core.configlib import ConfigError, to_dict
 from agemem.core.hostmem import GIB, MemoryReleaser, peak_resident_bytes, reset_peak, resident_bytes
+from agemem.core.runs import (
+    CheckpointError,
+    checkpoint_problems,
+    list_checkpoints,
+    resolve_checkpoint,
+    scan_checkpoints,
+)
 from agemem.rollouts.build import build_driver, build_engine, build_resources
 from agemem.rollouts.distractors import DistractorCache, build_distractor_generator, prepare_distractors
-from agemem.rollouts.engines.base import derive_seed
+from agemem.rollouts.driver import RolloutAbandonedError
+from agemem.rollouts.engines.base import EngineError, derive_seed
 from agemem.rollouts.records import Trajectory, TrajectoryWriter
 from agemem.rollouts.run import TrajectoryScorer
 from agemem.rollouts.tasks import Task
 from agemem.tasks.base import load_task_pool, no_distractors, task_for_source
 from agemem.train.advantages import compute_advantages
-from agemem.train.checkpoint import TrainerState, latest_checkpoint, load_checkpoint, save_checkpoint
+from agemem.train.checkpoint import TrainerState, load_checkpoint, save_checkpoint
 from agemem.train.config import TrainRunConfig
 from agemem.train.metrics import MetricsLogger, behaviour_metrics, reward_metrics, trajectory_step, truncate_after_step
+from agemem.train.preemption import (
+    Preemption,
+    PreemptionWatch,
+    TrainingPreemptedError,
+    any_rank,
+    clear_marker,
+    parse_signals,
+    write_marker,
+)
 from agemem.train.preflight import preflight
 from agemem.train.samples import build_samples
 
@@ -220,7 +240,10 @@ class TrainRun:
         chosen = step_tasks(self.tasks, tasks_seen, config.train.tasks_per_step, config.seed, config.train.shuffle)
         return chosen[runtime.rank :: runtime.world_size]
 
-    def rollout(self, step: int, tasks: list[Task]) -> tuple[list[Trajectory], Any]:
+    def rollout(
+        self, step: int, tasks: list[Task], should_stop: Callable[[], bool] | None = None
+    ) -> tuple[list[Trajectory], Any] | None:
+        """This rank's trajectories and rollout stats, or None when ``should_stop`` abandoned the rollout."""
         self.policy.eval()
         if self.distractor_generator is None:  # the task has no Stage-2 distractors (ALFWorld)
             distractors = no_distractors(tasks)
@@ -229,11 +252,18 @@ class TrainRun:
                 tasks, self.distractor_generator, self.config.distractors.count, self.distractor_cache
             )
         seed = derive_seed(self.config.seed, step, self.runtime.rank)  # a resumed step samples what it did before
-        result = self.driver.run(tasks, distractors, seed=seed)
+        try:
+            result = self.driver.run(tasks, distractors, seed=seed, should_stop=should_stop)
+        except RolloutAbandonedError:
+            result = None
         drain = getattr(self.engine, "drain", None)  # vLLM collectives: wait in step with ranks still generating
         if drain is not None:
-            drain(self.driver.sampling)
-        return result.trajectories, result.stats
+            try:
+                drain(self.driver.sampling)
+            except EngineError:
+                if result is not None:
+                    raise  # a stop was not asked for: a real failure
+        return None if result is None else (result.trajectories, result.stats)
 
     def gather(self, value: Any) -> list[Any]:
         """``value`` of every rank, in rank order."""
@@ -245,29 +275,34 @@ class TrainRun:
 
 
 def train(
-    config: TrainRunConfig, *, resume: bool = False, accelerator: Accelerator | None = None
+    config: TrainRunConfig,
+    *,
+    resume: bool = False,
+    resume_from: str | None = None,
+    accelerator: Accelerator | None = None,
 ) -> list[dict[str, Any]]:
-    """Run ``config.max_steps`` GRPO steps; ``resume`` continues from the newest checkpoint in ``output_dir``.
+    """Run ``config.max_steps`` GRPO steps; ``resume`` continues from the newest checkpoint in ``output_dir``
+    that verifies, ``resume_from`` (``step_N`` or a path) from that one.
 
-    Returns the metrics of the steps run by this call (every rank gets the global values).
+    Returns the metrics of the steps run by this call (every rank gets the global values). Raises
+    :class:`TrainingPreemptedError` after checkpointing when a ``checkpoint.on_signals`` signal stopped it.
     """
     from agemem.train.update import policy_update
 
     run = TrainRun(config, accelerator=accelerator)
     output_dir = run.runtime.output_dir
     state = TrainerState(step=0, tasks_seen=0, world_size=run.runtime.world_size)
+    resume = resume or resume_from is not None
     if resume:
-        checkpoint = latest_checkpoint(output_dir)
-        if checkpoint is None:
-            raise FileNotFoundError(f"--resume: no complete checkpoint under {output_dir / 'checkpoints'}")
-        state = load_checkpoint(run.accelerator, checkpoint)
-    elif run.is_main and latest_checkpoint(output_dir) is not None:
+        state = load_checkpoint(run.accelerator, _checkpoint_to_resume(run, output_dir, resume_from))
+    elif run.is_main and list_checkpoints(output_dir):
         raise FileExistsError(
             f"{output_dir} already holds checkpoints; pass --resume to continue that run or choose another output_dir"
         )
     logger = None
     if run.is_main:
         output_dir.mkdir(parents=True, exist_ok=True)
+        clear_marker(output_dir)
         (output_dir / "config.json").write_text(json.dumps(to_dict(run.config), indent=2))  # as the task set it
         logger = MetricsLogger(config, output_dir, resume_step=state.step if resume else None)
         samples_path = output_dir / "trajectories.jsonl"
@@ -277,66 +312,136 @@ def train(
             samples_path.unlink()
     history: list[dict[str, Any]] = []
     releaser = MemoryReleaser(config.train.release_memory_s).start()
+    watch = PreemptionWatch(parse_signals(config.checkpoint.on_signals))
+    saved_step = state.step if resume else -1
     try:
-        while state.step < config.max_steps:
-            step = state.step + 1
-            timer = Timer()
-            # 1. rollout
-            tasks = run.rank_tasks(state.tasks_seen)
-            trajectories, rollout_stats = run.rollout(step, tasks)
-            releaser.release_now()  # the episodes' KV caches are freed: hand their pages back before the update
-            timer.lap("rollout")
-            # 2. score
-            breakdowns = run.scorer(trajectories, tasks)
-            timer.lap("score")
-            # 3. advantages over the global batch (groups of K, in rank order)
-            k = config.rollout.rollouts_per_task
-            local_groups = [[b["total"] for b in breakdowns[i : i + k]] for i in range(0, len(breakdowns), k)]
-            all_groups = [g for rank_groups in run.gather(local_groups) for g in rank_groups]
-            advantages = compute_advantages(
-                all_groups, config.grpo.advantage_scale, config.grpo.advantage_eps, config.grpo.advantage_std_floor
-            )
-            first = run.runtime.rank * len(local_groups)
-            mine = [a for g in advantages.values[first : first + len(local_groups)] for a in g]
-            # 4. samples
-            samples, sample_stats = build_samples(trajectories, mine, merge=config.train.merge_steps)
-            if not samples:
-                raise RuntimeError(f"step {step}: no LLM step generated any token on rank {run.runtime.rank}")
-            # 5. update
-            update = policy_update(
-                run.accelerator, run.policy, run.optimizer, run.scheduler, run.reference, samples,
-                config.grpo, config.train, run.pad_id,
-            )  # fmt: skip
-            releaser.release_now()  # and the update's activations before the next rollout
-            timer.lap("update")
-            # 6. sync
-            sync = getattr(run.engine, "sync_weights", None)
-            if sync is not None:
-                sync()
-            timer.lap("sync")
-            state = TrainerState(step, state.tasks_seen + config.train.tasks_per_step, run.runtime.world_size)
-            # 7. log
-            metrics = _step_metrics(
-                run, trajectories, breakdowns, advantages, sample_stats, rollout_stats, update, timer
-            )
-            history.append(metrics)
-            if logger is not None:
-                logger.log(step, metrics)
-                _write_samples(
-                    output_dir / "trajectories.jsonl", step, trajectories[: config.logging.trajectory_samples]
+        with watch:
+            while state.step < config.max_steps:
+                step = state.step + 1
+                timer = Timer()
+                # 1. rollout (a preemption signal abandons it: the weights are still the last step's)
+                tasks = run.rank_tasks(state.tasks_seen)
+                rolled = run.rollout(step, tasks, should_stop=watch.requested)
+                if any_rank(run.accelerator, rolled is None or watch.requested()):
+                    raise _preempted(run, state, watch, abandoned=True, saved=saved_step == state.step)
+                assert rolled is not None
+                trajectories, rollout_stats = rolled
+                releaser.release_now()  # the episodes' KV caches are freed: hand their pages back before the update
+                timer.lap("rollout")
+                # 2. score
+                breakdowns = run.scorer(trajectories, tasks)
+                timer.lap("score")
+                # 3. advantages over the global batch (groups of K, in rank order)
+                k = config.rollout.rollouts_per_task
+                local_groups = [[b["total"] for b in breakdowns[i : i + k]] for i in range(0, len(breakdowns), k)]
+                all_groups = [g for rank_groups in run.gather(local_groups) for g in rank_groups]
+                advantages = compute_advantages(
+                    all_groups, config.grpo.advantage_scale, config.grpo.advantage_eps, config.grpo.advantage_std_floor
                 )
-            # 8. checkpoint
-            every = config.checkpoint.every
-            if step == config.max_steps or (every and step % every == 0):
-                save_checkpoint(
-                    run.accelerator, output_dir, state, run.policy, run.tokenizer,
-                    keep_last=config.checkpoint.keep_last, dtype=config.policy.dtype,
+                first = run.runtime.rank * len(local_groups)
+                mine = [a for g in advantages.values[first : first + len(local_groups)] for a in g]
+                # 4. samples
+                samples, sample_stats = build_samples(trajectories, mine, merge=config.train.merge_steps)
+                if not samples:
+                    raise RuntimeError(f"step {step}: no LLM step generated any token on rank {run.runtime.rank}")
+                # 5. update
+                update = policy_update(
+                    run.accelerator, run.policy, run.optimizer, run.scheduler, run.reference, samples,
+                    config.grpo, config.train, run.pad_id,
                 )  # fmt: skip
+                releaser.release_now()  # and the update's activations before the next rollout
+                timer.lap("update")
+                # a signal that came by now keeps this step; the engine (maybe a server being preempted too) is
+                # not needed again, so the sync is skipped
+                stopping = step < config.max_steps and any_rank(run.accelerator, watch.requested())
+                # 6. sync
+                sync = getattr(run.engine, "sync_weights", None)
+                if sync is not None and not stopping:
+                    sync()
+                timer.lap("sync")
+                state = TrainerState(step, state.tasks_seen + config.train.tasks_per_step, run.runtime.world_size)
+                # 7. log
+                metrics = _step_metrics(
+                    run, trajectories, breakdowns, advantages, sample_stats, rollout_stats, update, timer
+                )
+                history.append(metrics)
+                if logger is not None:
+                    logger.log(step, metrics)
+                    _write_samples(
+                        output_dir / "trajectories.jsonl", step, trajectories[: config.logging.trajectory_samples]
+                    )
+                # 8. checkpoint
+                every = config.checkpoint.every
+                if step == config.max_steps or (every and step % every == 0):
+                    _save(run, state)
+                    saved_step = step
+                if stopping:
+                    raise _preempted(run, state, watch, abandoned=False, saved=saved_step == step)
     finally:
         releaser.stop()
         if logger is not None:
             logger.close()
     return history
+
+
+def _save(run: TrainRun, state: TrainerState) -> Path:
+    checkpoint = run.config.checkpoint
+    return save_checkpoint(
+        run.accelerator, run.runtime.output_dir, state, run.policy, run.tokenizer,
+        keep_last=checkpoint.keep_last, dtype=run.config.policy.dtype, checksums=checkpoint.checksums,
+    )  # fmt: skip
+
+
+def _preempted(
+    run: TrainRun, state: TrainerState, watch: PreemptionWatch, *, abandoned: bool, saved: bool
+) -> TrainingPreemptedError:
+    """Checkpoint the last complete step (unless it already is), leave the marker, and say so (every rank)."""
+    from agemem.core.runs import checkpoint_dir
+
+    path = checkpoint_dir(run.runtime.output_dir, state.step) if saved else _save(run, state)
+    name = watch.received.name if watch.received is not None else "a signal on another rank"
+    elapsed = time.monotonic() - watch.received_at if watch.received is not None else 0.0
+    preemption = Preemption(name, state.step, str(path), abandoned, round(elapsed, 3))
+    if run.is_main:
+        write_marker(run.runtime.output_dir, preemption)
+    return TrainingPreemptedError(preemption)
+
+
+def _checkpoint_to_resume(run: TrainRun, output_dir: Path, resume_from: str | None) -> Path:
+    """The checkpoint to load: ``resume_from`` if it verifies, else the newest that does. The main process
+    verifies (reading the files once, not once per rank) and tells the others."""
+    checksums = run.config.checkpoint.checksums
+    choice: str | None = None
+    problem = ""
+    if run.is_main:
+        if resume_from is not None:
+            path = resolve_checkpoint(output_dir, resume_from)
+            problems = checkpoint_problems(path, checksums=checksums)
+            if problems:
+                problem = f"--resume-from {resume_from}: {path} does not verify: {'; '.join(problems)}"
+            else:
+                choice = str(path)
+        else:
+            scan = scan_checkpoints(output_dir, checksums=checksums)
+            for line in scan.describe_skipped():
+                print(f"agemem train --resume: {line}", file=sys.stderr)
+            if scan.chosen is None:
+                problem = f"--resume: no complete checkpoint under {output_dir / 'checkpoints'}" + (
+                    f" verifies ({len(scan.skipped)} skipped above); start a new run in another output_dir"
+                    if scan.skipped
+                    else "; run without --resume to start, or point output_dir at the run"
+                )
+            else:
+                choice = str(scan.chosen)
+                if scan.skipped:
+                    print(f"agemem train --resume: resuming from {scan.chosen.name}", file=sys.stderr)
+    if run.runtime.world_size > 1:
+        from accelerate.utils import broadcast_object_list
+
+        choice, problem = broadcast_object_list([choice, problem])
+    if choice is None:
+        raise CheckpointError(problem)
+    return Path(choice)
 
 
 class Timer:

@@ -54,11 +54,11 @@ def _cmd_train(args: argparse.Namespace) -> int:
     from agemem.train.loop import train
     from agemem.train.summary import summary_table, weight_change
 
-    if args.resume:  # --resume alone continues with the run's own config
+    if args.resume or args.resume_from:  # --resume alone continues with the run's own config
         config = load_resume_config(args.config, args.overrides)
     else:
         config = load_command_config("train", args.config, args.overrides)
-    history = train(config, resume=args.resume)
+    history = train(config, resume=args.resume, resume_from=args.resume_from)
     checkpoint = latest_checkpoint(Path(config.output_dir))
     if history and checkpoint is not None and _is_main_process():
         Console().print(summary_table(history, weight_change(config, checkpoint)))
@@ -306,7 +306,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     train = commands.add_parser("train", help="step-wise GRPO training (accelerate; see launch/ for multi-GPU)")
     _add_config_arguments(train)
-    train.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in output_dir")
+    train.add_argument(
+        "--resume", action="store_true", help="continue from the newest checkpoint in output_dir that verifies"
+    )
+    train.add_argument(
+        "--resume-from", metavar="step_N", help="continue from this checkpoint of output_dir (step_N, N, or a path)"
+    )
     train.add_argument(
         "--dry-run", action="store_true", help="print the per-GPU memory plan and exit (the same as `agemem plan`)"
     )
@@ -444,10 +449,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
+    from agemem.core.runs import CheckpointError
+    from agemem.rollouts.engines.base import EngineError
+    from agemem.train.preemption import PREEMPTED_EXIT_CODE, TrainingPreemptedError
+
     try:
         return args.handlers[args.command](args)
     except ConfigError as err:
         parser.exit(2, f"agemem {args.command}: configuration error: {err}\n")
+    except CheckpointError as err:
+        parser.exit(1, f"agemem {args.command}: checkpoint error: {err}\n")
+    except EngineError as err:  # an endpoint that is down or answers garbage: its message says which and why
+        parser.exit(1, f"agemem {args.command}: generation engine error: {err}\n")
+    except TrainingPreemptedError as err:
+        parser.exit(PREEMPTED_EXIT_CODE, f"agemem {args.command}: {err}\n")
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ from agemem.entrypoints.cli import main
 from agemem.entrypoints.export import ExportError, ExportSettings, _inside, export_policy
 from agemem.entrypoints.roots import AgeMemConfig, load_command_config
 from agemem.eval.models import load_model, resolve_model
-from tests.train.test_train_e2e import TINY
+from tests.train.tiny_run import TINY
 
 TRAIN = ["train", *TINY]  # the end-to-end test's tiny run (lr 1e-2, so one step moves the weights)
 LORA = ["lora.enabled=true", "lora.r=4", "lora.alpha=8", "lora.target_modules=[q_proj,v_proj]"]

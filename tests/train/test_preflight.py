@@ -12,7 +12,7 @@ from agemem.entrypoints.cli import main
 from agemem.entrypoints.roots import AgeMemConfig
 from agemem.train.preflight import check_on_policy, check_weight_sync_possible
 from tests.fake_endpoint import FakeChatEndpoint
-from tests.train.test_train_e2e import TINY, metrics
+from tests.train.tiny_run import TINY, metrics
 
 SERVED = ("engine.backend=openai", "engine.openai.model=served")
 

@@ -11,42 +11,7 @@ from safetensors.torch import load_file
 
 from agemem.entrypoints.cli import main
 from agemem.rollouts.records import read_trajectories
-from agemem.train.metrics import MACHINE_METRICS
-
-TINY = [
-    "--config",
-    "configs/tiny_cpu.yaml",
-    "data.source=synthetic",
-    "data.synthetic.num_tasks=4",
-    "distractors.generator=task",
-    "distractors.count=1",
-    "distractors.cache_dir=",
-    "sampling.max_tokens=16",
-    "rollout.rollouts_per_task=2",
-    "rollout.stage1_max_steps=1",
-    "rollout.stage2_max_steps=1",
-    "rollout.stage3_max_steps=1",
-    "train.tasks_per_step=2",
-    "train.learning_rate=1e-2",
-    "checkpoint.every=1",
-    "logging.progress=false",
-]
-
-
-def metrics(path):
-    lines = [json.loads(line) for line in path.read_text().splitlines()]
-    return [{k: v for k, v in m.items() if not k.startswith(MACHINE_METRICS)} for m in lines]
-
-
-def weights(run_dir, step):
-    return load_file(run_dir / "checkpoints" / f"step_{step:06d}" / "policy" / "model.safetensors")
-
-
-@pytest.fixture(scope="module")
-def uninterrupted(tmp_path_factory):
-    out = tmp_path_factory.mktemp("full")
-    assert main(["train", *TINY, "max_steps=3", f"output_dir={out}"]) == 0
-    return out
+from tests.train.tiny_run import TINY, metrics, weights
 
 
 def test_training_writes_metrics_samples_and_checkpoints_and_changes_the_weights(uninterrupted):
@@ -106,9 +71,11 @@ def test_a_second_run_into_the_same_directory_must_say_resume(uninterrupted, cap
         main(["train", *TINY, "max_steps=3", f"output_dir={uninterrupted}"])
 
 
-def test_resume_without_a_checkpoint_names_the_directory(tmp_path):
-    with pytest.raises(FileNotFoundError, match="no complete checkpoint"):
+def test_resume_without_a_checkpoint_names_the_directory(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
         main(["train", *TINY, f"output_dir={tmp_path}", "--resume"])
+    error = capsys.readouterr().err
+    assert exit_info.value.code == 1 and "no complete checkpoint" in error and str(tmp_path) in error
 
 
 def test_bad_training_settings_are_config_errors(tmp_path, capsys):
