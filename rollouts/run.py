@@ -57,6 +57,7 @@ def summarize_trajectories(trajectories: Sequence[Trajectory]) -> dict[str, Any]
         "retrievals": per_episode(lambda t: len(t.stats.retrievals)),
         "summaries": per_episode(lambda t: len(t.stats.summaries)),
         "filters": per_episode(lambda t: len(t.stats.filters)),
+        "summary_failures": per_episode(lambda t: t.stats.summary_failures),
         "violations_per_step": round(
             sum(len(s.violations) for t in trajectories for s in t.action_steps)
             / max(1, sum(len(t.action_steps) for t in trajectories)),

@@ -228,6 +228,7 @@ class TrainRun:
             make_episode=self.task_spec.episodes(config),
         )
         self.scorer: TrajectoryScorer = self.task_spec.scorer(config, self.resources.encoder)
+        self._judge_counts: dict[str, int] = {}
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
 
     @property
@@ -264,6 +265,15 @@ class TrainRun:
                 if result is not None:
                     raise  # a stop was not asked for: a real failure
         return None if result is None else (result.trajectories, result.stats)
+
+    def judge_counts(self, breakdowns: list[dict[str, float]]) -> dict[str, int]:
+        """This rank's judge counters since the last call: endpoint requests, cache hits, errors (after
+        retries), unparsable replies, and the items the fallback judge scored instead (0s for rule judges)."""
+        counters = self.scorer.report(breakdowns).get("judge", {})
+        now = {key: int(value) for key, value in counters.items() if isinstance(value, int | float)}
+        delta = {key: value - self._judge_counts.get(key, 0) for key, value in now.items()}
+        self._judge_counts = now
+        return delta
 
     def gather(self, value: Any) -> list[Any]:
         """``value`` of every rank, in rank order."""
@@ -479,6 +489,7 @@ def _step_metrics(
         "generated_tokens": rollout_stats.generated_tokens,
         "prompt_tokens": rollout_stats.prompt_tokens,
         "cached_prompt_tokens": rollout_stats.cached_prompt_tokens,
+        "judge": run.judge_counts(breakdowns),
         "resident_bytes": resident_bytes(),
         "peak_resident_bytes": peak_resident_bytes(),
     }
@@ -496,6 +507,10 @@ def _step_metrics(
     metrics.update({f"train/{key}": value for key, value in update.items()})
     for key in ("samples", "llm_steps", "merged_steps", "completion_tokens", "tokens_forwarded", "tokens_unmerged"):
         metrics[f"samples/{key}"] = sum(r["samples"][key] for r in ranks)
+    # every judge fallback is counted, never a silent score: judge/fallbacks = the items a failed or
+    # unparsable model judgement left to the rule judge this step
+    for key in sorted({key for r in ranks for key in r["judge"]}):
+        metrics[f"judge/{key}"] = sum(r["judge"].get(key, 0) for r in ranks)
     generated = sum(r["generated_tokens"] for r in ranks)
     metrics["time/rollout_s"] = timer.laps["rollout"]
     metrics["time/score_s"] = timer.laps["score"]

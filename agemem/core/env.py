@@ -136,6 +136,9 @@ class EpisodeStats:
     overflow_steps: list[int] = field(default_factory=list)
     """steps whose prompt (what the model saw) exceeded the budget."""
     max_context_tokens: int = 0
+    summary_failures: int = 0
+    """Summary_context calls whose summariser failed (an endpoint down or an empty summary): the agent saw a
+    tool error, and training counts them (``episode/summary_failures``)."""
 
     def ops(self, op: str, stage: int | None = None, ok: bool | None = True) -> list[MemoryOpRecord]:
         return [
@@ -413,6 +416,7 @@ class MemoryEnv:
         try:
             text = yield SummaryRequest(selected)
         except SummarizerError as err:
+            self.stats.summary_failures += 1
             return {"ok": False, "message": f"summary failed: {err}"}
         summary = self.context.replace_with_summary(selected, text)
         self.stats.summaries.append(

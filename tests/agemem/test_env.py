@@ -5,6 +5,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agemem.core.config import ContextConfig, EnvConfig
+from agemem.core.env import EpisodeStats
 from agemem.core.summarizers import LLMSummarizer, SummarizerError
 from tests.agemem.test_protocol import FRAGMENTS
 from tests.conftest import RecordingSummarizer
@@ -119,6 +120,8 @@ def test_summary_context_errors_are_observations(make_env):
     failed = observation(env.step(call("Summary_context", span="all")))
     assert not failed["ok"] and "timed out" in failed["message"]
     assert any(m.content == "some chatter" for m in env.context.messages)
+    assert env.stats.summary_failures == 1 and env.stats.summaries == []  # counted (episode/summary_failures)
+    assert EpisodeStats.from_json(env.stats.to_json()).summary_failures == 1
     bad = env.step(call("Summary_context", span="0"))
     assert bad.parsed.violation_kinds() == ["bad_arguments"]
 
