@@ -85,3 +85,15 @@ def make_env(qwen_tokenizer, word_encoder) -> Callable[..., MemoryEnv]:
         return MemoryEnv(resources, scope=scope)
 
     return build
+
+
+@pytest.fixture(scope="session")
+def uninterrupted(tmp_path_factory):
+    """The tiny training run (tests/train/tiny_run.py), 3 steps without interruption (checkpoints at steps 2
+    and 3): what resumed runs must reproduce, and what export tests export. Tests copy it before changing it."""
+    from agemem.entrypoints.cli import main
+    from tests.train.tiny_run import TINY
+
+    out = tmp_path_factory.mktemp("full")
+    assert main(["train", *TINY, "max_steps=3", f"output_dir={out}"]) == 0
+    return out

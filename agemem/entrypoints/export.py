@@ -145,6 +145,7 @@ def export_policy(
     staging = out.parent / f".{out.name}.export-tmp"
     if staging.exists():  # left by an interrupted export
         shutil.rmtree(staging)
+    shutil.rmtree(out.parent / f".{out.name}.export-old", ignore_errors=True)  # an interrupted --force's old export
     staging.mkdir(parents=True)
     try:
         model, tokenizer, report = _write_weights(source, staging, settings, out)
@@ -595,7 +596,14 @@ def _write_json(path: Path, data: Any) -> None:
 
 
 def _publish(staging: Path, out: Path) -> None:
-    """Move the checked staging directory to ``out``, replacing it."""
+    """Move the checked staging directory to ``out``, replacing it. Killed at any point, ``out`` is the old
+    export, absent, or the new one: never a partial directory (the old one is renamed aside before it is
+    deleted, and the rename of a directory is atomic)."""
     if out.exists():
-        shutil.rmtree(out)
-    os.replace(staging, out)
+        retired = out.parent / f".{out.name}.export-old"
+        shutil.rmtree(retired, ignore_errors=True)  # left by an export killed after its first rename
+        os.replace(out, retired)
+        os.replace(staging, out)
+        shutil.rmtree(retired, ignore_errors=True)
+    else:
+        os.replace(staging, out)
