@@ -97,3 +97,18 @@ def test_server_mode_training_without_cuda_is_refused_before_the_first_rollout()
         check_weight_sync_possible(server, cuda=False)
     check_weight_sync_possible(server, cuda=True)
     check_weight_sync_possible(config_with("engine.backend=vllm"), cuda=False)  # colocate syncs in process
+
+
+def test_an_unreachable_generation_endpoint_is_a_clean_error_not_a_traceback(tmp_path, capsys):
+    from tests.train.launching import free_port
+
+    closed = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
+    argv = [
+        "train", *TINY, *SERVED, f"engine.openai.base_url={closed}", "engine.openai.retries=1",
+        "engine.openai.timeout_s=5", "train.off_policy=true", "grpo.tis_cap=2.0", f"output_dir={tmp_path}",
+    ]  # fmt: skip
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    error = capsys.readouterr().err
+    assert exit_info.value.code == 1 and "agemem train: generation engine error:" in error and closed in error
+    assert "Traceback" not in error
