@@ -9,6 +9,7 @@ rules, evaluators, the coarse judge), :mod:`~agemem.eval.stream.deletion`,
 :mod:`~agemem.eval.stream.order` (given, shuffled, Gaussian-mixture shift), :mod:`~agemem.eval.stream.tasks`
 (HotpotQA and synthetic streams), :mod:`~agemem.eval.stream.alfworld_task` (the ALFWorld stream),
 :mod:`~agemem.eval.stream.agent` (the chat agent, its prompt and memory tools),
+:mod:`~agemem.eval.stream.remem` (ReMem, Evo-Memory's Think / Refine / Act agent),
 :mod:`~agemem.eval.stream.runner` (the loop, the step log, resume), :mod:`~agemem.eval.stream.analysis`
 (measures), :mod:`~agemem.eval.stream.plots`, :mod:`~agemem.eval.stream.evaluate` (one run, CEM tuning,
 outputs) and :mod:`~agemem.eval.stream.sweep`.

@@ -5,7 +5,8 @@ response protocol, and the memory tools of the ``policy`` addition.
   engine. A stream is strictly sequential (task t's memory decides what task t+1 sees), so tasks run one at a time.
 * :func:`render_demonstrations`: the retrieved records as in-context demonstrations, each with its memory id.
 * :class:`Dialogue`: replies parsed with :func:`agemem.core.protocol.parse_response`; tool calls run, their results
-  appended as tool messages; malformed output gets the environment's format feedback, never an exception.
+  appended as tool messages; malformed output gets the environment's format feedback, never an exception
+  (:meth:`Dialogue.respond`, which ReMem's dialogue replaces with its own bookkeeping of operations).
 * :class:`BankTools`: ``Add_memory`` / ``Delete_memory`` executed on the stream's bank by the training executor
   (:func:`agemem.core.tools.execute` over :class:`~agemem.eval.stream.bank.BankMemory`): how a trained AgeMem
   checkpoint manages the experience memory itself.
@@ -24,7 +25,7 @@ from agemem.core.memory import DEFAULT_SCOPE
 from agemem.core.protocol import BAD_ARGUMENTS, UNKNOWN_TOOL, ParsedResponse, parse_response
 from agemem.core.tools import MemoryEvent, Payload, ToolCall, execute
 from agemem.eval.stream.bank import BankMemory, MemoryBank, Record
-from agemem.eval.stream.base import Demonstration
+from agemem.eval.stream.base import Demonstration, MemoryTools
 from agemem.rollouts.engines.base import derive_seed
 from agemem.rollouts.engines.chat import ChatModel, ChatReply, EngineChat
 
@@ -71,9 +72,10 @@ def memory_turn_message(execution: str, outcome: str | None = None) -> str:
     )
 
 
-def format_feedback(details: Sequence[str]) -> str:
-    """The tool message that tells the agent its reply broke the response format (as the memory env does)."""
-    message = f"format error: {'; '.join(details)}. {FORMAT_HINT}"
+def format_feedback(details: Sequence[str], note: str = "") -> str:
+    """The tool message that tells the agent its reply broke the response format (as the memory env does);
+    ``note`` follows the hint (ReMem: the steps left)."""
+    message = f"format error: {'; '.join(details)}. {FORMAT_HINT}" + (f" {note}" if note else "")
     return json.dumps({"tool": "format_check", "ok": False, "message": message}, ensure_ascii=False)
 
 
@@ -85,13 +87,14 @@ class BankTools:
     """The memory tools on the stream's bank during one task: a :class:`~agemem.core.tools.ToolSession`.
 
     ``write(content, metadata)`` stores a record of the current task whose execution is ``content`` (the runner
-    adds the noisy copies of a noisy-write stress); ``Delete_memory`` removes a record by id when ``confirmation``
-    is true. Execution is the training environment's (same handlers, same messages); only what the agent is shown
-    of a success is the stream's own (see :meth:`settle`).
+    adds the noisy copies of a noisy-write stress; None where Add_memory is not offered, as in ReMem's Refine);
+    ``Delete_memory`` removes a record by id when ``confirmation`` is true. Execution is the training
+    environment's (same handlers, same messages); only what the agent is shown of a success is the stream's own
+    (see :meth:`settle`).
     """
 
     bank: MemoryBank
-    write: Callable[[str, dict[str, Any]], Record]
+    write: Callable[[str, dict[str, Any]], Record] | None = None
     offered: tuple[str, ...] = MEMORY_TOOLS
     scope: str = DEFAULT_SCOPE
     default_top_k: int = 3
@@ -135,6 +138,12 @@ class BankTools:
 # --------------------------------------------------------------------------------------------- the dialogue
 
 
+def format_details(parsed: ParsedResponse) -> list[str]:
+    """The reply's format violations the agent is told about; a bad tool call's own result already says what was
+    wrong with it."""
+    return [v.detail for v in parsed.violations if v.kind not in (UNKNOWN_TOOL, BAD_ARGUMENTS)]
+
+
 @dataclass
 class Dialogue:
     """A conversation with the model on one task; every call samples under its own derived seed."""
@@ -142,7 +151,7 @@ class Dialogue:
     model: ChatModel
     messages: list[dict[str, Any]]
     offered: tuple[str, ...]
-    tools: BankTools | None
+    tools: MemoryTools | None
     schemas: list[dict[str, Any]] | None
     seed: int | None
     transcript: list[dict[str, Any]] = field(default_factory=list)
@@ -168,18 +177,22 @@ class Dialogue:
             payload = self.tools.run(call) if self.tools is not None else {"ok": False, "message": call.error}
             results.append({"name": call.name, "arguments": call.arguments, **payload})
             self.messages.append({"role": "tool", "content": json.dumps({"tool": call.name, **payload})})
-        feedback = [v.detail for v in parsed.violations if v.kind not in (UNKNOWN_TOOL, BAD_ARGUMENTS)]
+        entry = {
+            "reply": reply.text,
+            "tool_calls": results,
+            "violations": parsed.violation_kinds(),
+            "answer": parsed.answer,
+        }
+        self.transcript.append({**entry, **self.respond(parsed)})
+        return parsed
+
+    def respond(self, parsed: ParsedResponse) -> dict[str, Any]:
+        """What the agent is told after a reply besides its tool results: the format feedback when the reply broke
+        the format and gave no answer. Returns fields for the reply's transcript entry (none here)."""
+        feedback = format_details(parsed)
         if feedback and parsed.answer is None:
             self.messages.append({"role": "tool", "content": format_feedback(feedback)})
-        self.transcript.append(
-            {
-                "reply": reply.text,
-                "tool_calls": results,
-                "violations": parsed.violation_kinds(),
-                "answer": parsed.answer,
-            }
-        )
-        return parsed
+        return {}
 
     def until_answer(self, max_replies: int) -> ParsedResponse | None:
         """Replies until one gives an ``<answer>`` (returned), ``max_replies`` run out or the engine fails (None)."""

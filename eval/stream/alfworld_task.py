@@ -15,7 +15,8 @@
 One game is played as :mod:`agemem.eval.alfworld` plays it (its system prompt and command normalisation; at most
 ``alfworld.max_env_steps`` commands, ``alfworld.max_replies_per_step`` replies per command, an inadmissible
 command costs the step), with the retrieved records in the first message; with the policy addition the agent may
-call Add_memory / Delete_memory between commands and in a memory turn after the game.
+call Add_memory / Delete_memory between commands and in a memory turn after the game. ReMem
+(:mod:`agemem.eval.stream.remem`) thinks and refines its memory between commands, within the replies per command.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from agemem.core.prompts import system_prompt, template_tools
 from agemem.eval.stream.agent import Dialogue, memory_turn_message, task_message
 from agemem.eval.stream.base import Attempt, Demonstration, StreamItem
 from agemem.eval.stream.config import StreamRunConfig
+from agemem.eval.stream.remem import GAME_ACT, GAME_ACT_EFFECT, ReMemDialogue, ReMemSession, remem_system_prompt
 from agemem.tasks.config import AlfworldConfig
 
 if TYPE_CHECKING:
@@ -105,17 +107,25 @@ class AlfworldStreamTask:
 
         settings = self.settings
         offered = tools.offered if tools is not None else ()
+        remem = tools if isinstance(tools, ReMemSession) else None
         prompt = game_system_prompt(
-            offered,
+            () if remem else offered,
             self.tool_format,
             max_env_steps=settings.max_env_steps,
             show_admissible=settings.show_admissible,
             debrief=tools is not None,
         )
+        if remem is not None:  # the game's own description (the first paragraph); ReMem's replaces its reply format
+            intro = prompt.split("\n\n", 1)[0]
+            prompt = remem_system_prompt(intro, GAME_ACT, GAME_ACT_EFFECT, self.tool_format, remem.budget)
         messages: list[dict[str, Any]] = [
             {"role": "system", "content": system_prompt(self.tool_format, prompt, offered)}  # type: ignore[arg-type]
         ]
-        dialogue = Dialogue(model, messages, offered, tools, template_tools(self.tool_format, offered), seed)  # type: ignore[arg-type]
+        schemas = template_tools(self.tool_format, offered)  # type: ignore[arg-type]
+        if remem is not None:
+            dialogue: Dialogue = ReMemDialogue(model, messages, offered, remem, schemas, seed, decision="this command")
+        else:
+            dialogue = Dialogue(model, messages, offered, tools, schemas, seed)
         lines: list[str] = []
         won, error = False, None
         opened = (self.open_game or TextGame)(item.payload)
@@ -145,7 +155,7 @@ class AlfworldStreamTask:
         finally:
             opened.close()
         execution = trajectory_execution(lines, won)
-        if tools is not None and dialogue.error is None and error is None:
+        if tools is not None and remem is None and dialogue.error is None and error is None:
             outcome = "The task was completed." if won else "The task was not completed."
             messages.append({"role": "user", "content": memory_turn_message(execution, outcome)})
             dialogue.until_answer(settings.max_replies_per_step)

@@ -10,8 +10,10 @@ Per run (:func:`summarize`):
   were shown a record); ``precision`` (mean Precision@k over tasks with a task key);
 * ``curves``: cumulative averages over the stream of success, input and output similarity, Precision@k, and the
   bank size after each task;
-* ``additions`` and ``deletions`` by kind (the rule that fired);
-* ``records``: deleted vs retained records (:func:`deletion_analysis`).
+* ``additions`` and ``deletions`` by kind (the rule that fired; ``remem``: ReMem's Refine);
+* ``mean_replies``: model replies per task (the agent's steps);
+* ``records``: deleted vs retained records (:func:`deletion_analysis`);
+* ``remem``: ReMem's operations (:func:`remem_summary`), None for the standard agent.
 
 Between strategies (:func:`paired_comparison`): the exact two-sided sign test on per-task success.
 """
@@ -82,6 +84,36 @@ def deletion_analysis(steps: Sequence[dict[str, Any]], initial: Sequence[dict[st
     return report
 
 
+def remem_summary(steps: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """ReMem's operations over the tasks it played (None when it played none): totals of Think (taken and
+    refused), Refine calls run by kind (retrieve, update, delete), failed and refused, malformed replies, and the
+    records Refine deleted and rewrote; ``think_per_task`` and ``refine_per_task`` are means over those tasks."""
+    counts = [s["remem"] for s in steps if s.get("remem")]
+    if not counts:
+        return None
+    refine: Counter[str] = Counter()
+    for task in counts:
+        refine.update(task["refine"])
+
+    def total(key: str) -> int:
+        return sum(task[key] for task in counts)
+
+    return {
+        "tasks": len(counts),
+        "think": total("think"),
+        "think_per_task": total("think") / len(counts),
+        "think_refused": total("think_refused"),
+        "refine": dict(refine),
+        "refine_ops": total("refine_ops"),
+        "refine_per_task": total("refine_ops") / len(counts),
+        "refine_failed": total("refine_failed"),
+        "refine_refused": total("refine_refused"),
+        "malformed": total("malformed"),
+        "records_deleted": sum(len(task["deleted"]) for task in counts),
+        "records_updated": sum(len(task["updated"]) for task in counts),
+    }
+
+
 def summarize(steps: Sequence[dict[str, Any]], initial: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The run's measures (see the module docstring)."""
     successes = [s["success"] for s in steps]
@@ -104,9 +136,11 @@ def summarize(steps: Sequence[dict[str, Any]], initial: Sequence[dict[str, Any]]
         "precision": _mean(s["precision"] for s in steps),
         "utility": _mean(s["utility"] for s in steps),
         "answered": _mean(float(s["answer"] is not None or s["won"] is not None) for s in steps),
+        "mean_replies": _mean(s["replies"] for s in steps),
         "additions": dict(additions),
         "deletions": dict(deletions),
         "records": deletion_analysis(steps, initial),
+        "remem": remem_summary(steps),
         "curves": {
             "success": cumulative_mean(successes),
             "input_similarity": cumulative_mean([s["input_similarity"] for s in steps]),

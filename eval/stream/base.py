@@ -110,7 +110,8 @@ class StreamTask(Protocol):
 
 
 class MemoryTools(Protocol):
-    """The memory tools a task's play loop may call (``agent.BankTools`` on the stream's bank)."""
+    """The memory tools a task's play loop may call: ``agent.BankTools`` on the stream's bank (the policy
+    addition), or ``remem.ReMemSession`` (ReMem's Refine operations, which also switch the play loop to ReMem's)."""
 
     offered: tuple[str, ...]
     """tool names shown to the model."""

@@ -13,6 +13,9 @@ StreamTaskName = Literal["hotpotqa", "alfworld", "synthetic"]
 StreamAddition = Literal["fixed", "add_all", "coarse", "strict", "policy"]
 StreamDeletion = Literal["none", "periodic", "history", "combined"]
 StreamRetention = Literal["none", "utility", "fifo", "lru", "lfu", "random", "ebbinghaus", "linear"]
+StreamAgent = Literal["standard", "remem"]
+REMEM_SETTINGS: tuple[str, ...] = ("remem_max_think", "remem_max_refine", "remem_refine_top_k", "remem_max_steps")
+"""the settings only ReMem reads (they define a run only when stream.agent=remem)."""
 RETENTION_FEATURES: tuple[str, ...] = (
     "success",
     "age",
@@ -51,6 +54,21 @@ class StreamConfig:
     retrieval: Literal["similar", "recent", "none"] = "similar"
     """similar: the top_k records whose query is most cosine-similar to the task's (ExpRAG); recent: the top_k
     newest records (ExpRecent); none: no demonstrations (the no-memory baseline)."""
+    agent: StreamAgent = "standard"
+    """standard: the agent acts on the task with the retrieved records as demonstrations (with addition=policy it
+    also gets Add_memory / Delete_memory); remem: ReMem (Evo-Memory): every reply is one operation, Think
+    (reasoning kept in context), Refine (Retrieve_memory / Update_memory / Delete_memory on the bank) or Act (the
+    answer or game command); the experience is still written by `addition` after the task."""
+    remem_max_think: int = 3
+    """ReMem: Think operations per task; a Think beyond them is refused as a malformed reply (it costs its step)."""
+    remem_max_refine: int = 4
+    """ReMem: Refine operations (memory tool calls run) per task; calls beyond them are refused, not run."""
+    remem_refine_top_k: int = 3
+    """ReMem: records one Refine Retrieve_memory returns (its default, and the cap on the agent's own top_k)."""
+    remem_max_steps: int = 8
+    """ReMem on QA streams: replies per task, each one operation (a malformed reply costs one too); a task that
+    has not acted when they run out fails. ALFWorld: Think and Refine replies count against
+    alfworld.max_replies_per_step, the replies allowed per game command."""
     top_k: int = 3
     """records shown to the agent as in-context demonstrations."""
     order: Literal["given", "shuffled", "shift"] = "given"
@@ -115,8 +133,9 @@ class StreamConfig:
     precision_k: int = 5
     """Precision@k: records checked per task (a record is relevant when it succeeded and its task key matches)."""
     max_steps: int = 3
-    """QA streams: agent replies per task (tool calls and format errors cost a reply); policy addition gets as many
-    again for the memory turn after the task. ALFWorld: the alfworld section's step and reply limits apply."""
+    """QA streams, the standard agent: agent replies per task (tool calls and format errors cost a reply); policy
+    addition gets as many again for the memory turn after the task. ALFWorld: the alfworld section's step and reply
+    limits apply. (ReMem: remem_max_steps.)"""
     show_context: bool = True
     """QA streams: show the question's paragraphs with it (HotpotQA distractor setting); false: closed book."""
     synthetic_tasks: int = 60
@@ -131,11 +150,11 @@ class StreamConfig:
     def validate(self) -> None:
         positive = ("capacity", "top_k", "shift_clusters", "window", "periodic_every", "history_min_retrievals")
         positive += ("cem_iterations", "cem_population", "precision_k", "max_steps", "synthetic_tasks")
-        positive += ("synthetic_families",)
+        positive += ("synthetic_families", "remem_refine_top_k", "remem_max_steps")
         for name in positive:
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name}={getattr(self, name)} must be >= 1")
-        for name in ("limit", "initial_size", "noisy_writes", "alpha"):
+        for name in ("limit", "initial_size", "noisy_writes", "alpha", "remem_max_think", "remem_max_refine"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name}={getattr(self, name)} must be >= 0")
         unit = ("initial_noise", "history_beta", "f1_threshold", "coarse_threshold", "utility_prior")
@@ -165,6 +184,21 @@ class StreamConfig:
             raise ConfigError("give retention_weights or retention_weights_file, not both")
         if self.addition == "fixed" and self.noisy_writes:
             raise ConfigError("noisy_writes copies every write, but addition=fixed never writes; pick another addition")
+        if self.agent == "remem":
+            self._validate_remem()
+
+    def _validate_remem(self) -> None:
+        if self.addition == "policy":
+            raise ConfigError(
+                "agent=remem refines the bank with its own operations, and addition=policy gives the standard agent "
+                "Add_memory / Delete_memory; pick one (ReMem writes its experience by a rule: addition=add_all)"
+            )
+        if self.replay_of:
+            raise ConfigError("error-free replay never edits the bank, but agent=remem does; drop replay_of")
+        if self.retrieval == "none":
+            raise ConfigError(
+                "agent=remem starts each task from retrieved records (ExpRAG's); set retrieval=similar (or recent)"
+            )
 
 
 @dataclass

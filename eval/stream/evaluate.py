@@ -44,13 +44,18 @@ if TYPE_CHECKING:
 
 
 def strategy_label(config: StreamRunConfig) -> str:
-    """A short name of a run's strategy, e.g. ``strict+history``, ``add_all/recent``, ``add_all+lru@50``."""
+    """A short name of a run's strategy, e.g. ``strict+history``, ``add_all/recent``, ``add_all+lru@50``,
+    ``remem``, ``remem/strict+history``, ``remem/recent``."""
     s = config.stream
     if s.replay_of:
         return f"replay({Path(s.replay_of).name})"
     if s.retrieval == "none":
         return "no_memory"
-    label = s.addition + ("/recent" if s.retrieval == "recent" else "")
+    recent = "/recent" if s.retrieval == "recent" else ""
+    if s.agent == "remem":  # ReMem with ExpRAG's writes (add_all) is plain "remem"
+        label = "remem" + ("" if s.addition == "add_all" else f"/{s.addition}") + recent
+    else:
+        label = s.addition + recent
     if s.deletion != "none":
         label += f"+{s.deletion}"
     if s.retention != "none":
@@ -75,14 +80,19 @@ COLUMNS = (
     Column("precision", "P@k", "{:.3f}"),
     Column("table.additions", "adds", "{:d}"),
     Column("table.deletions", "dels", "{:d}"),
+    Column("mean_replies", "steps", "{:.2f}"),
+    Column("remem.think_per_task", "think", "{:.2f}"),
+    Column("remem.refine_per_task", "refine", "{:.2f}"),
+    Column("remem.records_updated", "upd", "{:d}"),
     Column("table.sign", "sign test vs ref", "{!s}"),
 )
 NOTE = (
     "\nacc: tasks solved (ground truth) x100 with its Wilson 95% interval. bank: records after the last task / on "
     "average. in sim / out sim: mean cosine similarity of a task's query / execution to the most similar record it "
     "was shown. P@k: share of the first k retrieved records that succeeded on the same task (tasks with a task "
-    "key). adds / dels: records written / removed. sign test: wins-losses and exact two-sided p against the "
-    "reference strategy on the same tasks.\n"
+    "key). adds / dels: records written / removed. steps: model replies per task. think / refine: ReMem's Think "
+    "and Refine operations per task; upd: records its Refine rewrote (its deletions are in dels). sign test: "
+    "wins-losses and exact two-sided p against the reference strategy on the same tasks.\n"
 )
 
 
@@ -223,6 +233,7 @@ def run_one(
         "retention": config.stream.retention,
         "capacity": config.stream.capacity if config.stream.retention != "none" else None,
         "retrieval": config.stream.retrieval,
+        "agent": config.stream.agent,
         "order": config.stream.order,
         "evaluator": evaluator_name(config.stream),
         **summarize(outcome.steps, outcome.initial),

@@ -4,17 +4,19 @@ For each task t of the stream (Xiong et al.; TraceRetain):
 
 1. retrieve the ``top_k`` records for the task's query (by similarity, recency, none, or a replayed run's);
 2. run the agent with them as in-context demonstrations (with ``addition=policy`` it may also call Add_memory /
-   Delete_memory on the bank itself);
+   Delete_memory on the bank itself; ReMem, ``agent=remem``, thinks and refines the bank between its steps:
+   :mod:`agemem.eval.stream.remem`);
 3. score it: strict (ground truth) and, when the run uses one, the coarse judge; the evaluator's score is the
    task's utility, credited to every record it retrieved;
 4. apply the addition rule (a noisy-write stress adds failed same-task copies after every write);
 5. apply the deletion rule, then evict down to the capacity when the bank is bounded.
 
 Every step is one line of ``steps.jsonl``: the retrieved record ids with their input and output similarities,
-the execution, the scores, Precision@k, the records added (in full), the records deleted and why, the bank size
-and the agent's transcript. Line ``step = -1`` holds the initial bank. A re-run with the same settings rebuilds
-the bank from the log (no agent call) and plays only the remaining tasks; every task samples under a seed
-derived from ``sampling.seed`` and its position, so the resumed run plays what the uninterrupted one would.
+the execution, the scores, Precision@k, the records added (in full), the records rewritten by ReMem's Refine (as
+they stand after the task), the records deleted and why, the bank size, the agent's transcript and ReMem's
+counts. Line ``step = -1`` holds the initial bank. A re-run with the same settings rebuilds the bank from the log
+(no agent call) and plays only the remaining tasks; every task samples under a seed derived from
+``sampling.seed`` and its position, so the resumed run plays what the uninterrupted one would.
 """
 
 from __future__ import annotations
@@ -36,9 +38,10 @@ from agemem.eval.stream.addition import Outcome, build_addition, evaluator_name,
 from agemem.eval.stream.agent import BankTools
 from agemem.eval.stream.bank import INITIAL_STEP, MemoryBank, Record, Retrieved
 from agemem.eval.stream.base import Demonstration, Solver, StreamItem, StreamTask, ground_truth_of
-from agemem.eval.stream.config import StreamRunConfig
+from agemem.eval.stream.config import REMEM_SETTINGS, StreamRunConfig
 from agemem.eval.stream.deletion import build_deletion
 from agemem.eval.stream.order import apply_order, build_ordering
+from agemem.eval.stream.remem import ReMemBudget, ReMemSession
 from agemem.eval.stream.retention import build_retention, evict
 from agemem.eval.stream.retrieval import NoRetrieval, RecentRetrieval, ReplayRetrieval, Retrieval, SimilarRetrieval
 from agemem.rollouts.engines.base import derive_seed
@@ -201,7 +204,8 @@ class StreamState:
             for r in retrieved
         ]
         policy_writes: list[Record] = []
-        tools = None
+        tools: BankTools | ReMemSession | None = None
+        remem = None
         if settings.addition == "policy" and self.replay is None:
 
             def write(content: str, metadata: dict[str, Any]) -> Record:
@@ -210,6 +214,8 @@ class StreamState:
                 return records[0]
 
             tools = BankTools(self.bank, write)
+        elif settings.agent == "remem":
+            tools = remem = ReMemSession(self.bank, ReMemBudget.from_config(settings))
         started = time.perf_counter()
         attempt = solver.solve(item, demos, tools, seed)
         strict = float(self.task.strict(item, attempt))
@@ -228,7 +234,8 @@ class StreamState:
         additions = list(policy_writes)
         if self.replay is None and self.addition.admit(outcome):
             additions += self.write(item, t, "stream", attempt.execution, success=strict, score=task_utility)
-        deletions = [{"id": r.id, "reason": "policy: Delete_memory"} for r in (tools.deleted if tools else [])]
+        by_agent = "remem: Delete_memory" if remem is not None else "policy: Delete_memory"
+        deletions = [{"id": r.id, "reason": by_agent} for r in (tools.deleted if tools else [])]
         if self.replay is None:
             for deletion in self.deletion.select(self.bank, t):
                 self.bank.delete(deletion.record_id)
@@ -265,6 +272,7 @@ class StreamState:
             "utility": task_utility,
             "precision": precision,
             "additions": [r.to_json() for r in additions],
+            "updates": remem.updates() if remem is not None else [],
             "deletions": deletions,
             "bank_size": bank_size,
             "replies": attempt.replies,
@@ -272,6 +280,7 @@ class StreamState:
             "error": attempt.error,
             "seconds": round(time.perf_counter() - started, 3),
             "transcript": attempt.transcript,
+            "remem": remem.to_json() if remem is not None else None,
         }
 
     # ------------------------------------------------------------------ resume
@@ -281,6 +290,11 @@ class StreamState:
         self.bank.add_many(records)
         if entry["step"] == INITIAL_STEP or self.replay is not None:
             return
+        for update in entry.get("updates", []):
+            record = self.bank.get(update["id"])
+            if record is None:
+                raise ValueError(f"step {entry['step']} rewrites {update['id']}, which is not in the rebuilt bank")
+            record.execution, record.metadata = update["execution"], update["metadata"]
         for deletion in entry["deletions"]:
             if deletion["id"] not in self.bank:
                 raise ValueError(f"step {entry['step']} deletes {deletion['id']}, which is not in the rebuilt bank")
@@ -340,8 +354,11 @@ def read_steps(run_dir: str | Path) -> list[dict[str, Any]]:
 
 
 def strategy_settings(config: StreamRunConfig) -> dict[str, Any]:
-    """The stream settings that define a run (``limit`` and ``plot`` may change on a continuation)."""
-    return {k: v for k, v in to_dict(config.stream).items() if k not in _RESUMABLE_KEYS}
+    """The stream settings that define a run (``limit`` and ``plot`` may change on a continuation). The agent and
+    ReMem's settings count only for a ReMem run, so a run of the standard agent written before ReMem existed
+    still resumes."""
+    ignored = _RESUMABLE_KEYS if config.stream.agent == "remem" else (*_RESUMABLE_KEYS, "agent", *REMEM_SETTINGS)
+    return {k: v for k, v in to_dict(config.stream).items() if k not in ignored}
 
 
 def run_identity(config: StreamRunConfig, task: StreamTask, model: str) -> dict[str, Any]:

@@ -9,6 +9,7 @@ base:                    # overrides applied to every strategy (after --config a
 strategies:              # named strategies: each a mapping (or a list of key=value strings) of overrides
   no_memory: {stream.retrieval: none, stream.addition: fixed}
   exprecent: {stream.retrieval: recent}
+  remem: {stream.agent: remem}
 grid:                    # the cartesian product of these values; each combination is one strategy, named
   stream.addition: [add_all, strict]   # by its values joined with "+" (e.g. strict+history; a number as key=value,
   stream.deletion: [none, history]     # e.g. lru+noisy_writes=3)

@@ -4,7 +4,8 @@ QA streams (HotpotQA and synthetic):
 
 * query: the question (the synthetic stream asks each of its questions again and again, in paraphrase);
 * prompt: the question, with its paragraphs when ``stream.show_context`` (HotpotQA's distractor setting);
-* execution: ``Reasoning: <the agent's <think> text>`` and ``Answer: <its answer>`` (:func:`qa_execution`);
+* execution: ``Reasoning: <the agent's <think> text>`` and ``Answer: <its answer>`` (:func:`qa_execution`; ReMem:
+  the reasoning of its Think operations, then its Act's);
 * strict: exact match, or token F1 ≥ ``stream.f1_threshold`` (official HotpotQA normalisation);
 * ground truth: the supporting-fact sentences as reasoning and the gold answer;
 * task key: the normalised question (synthetic: the question family).
@@ -28,6 +29,14 @@ from agemem.core.text import normalize_answer
 from agemem.eval.stream.agent import Dialogue, memory_turn_message, task_message
 from agemem.eval.stream.base import Attempt, Demonstration, StreamItem, StreamTask
 from agemem.eval.stream.config import StreamRunConfig
+from agemem.eval.stream.remem import (
+    QA_ACT,
+    QA_ACT_EFFECT,
+    QA_INTRO,
+    ReMemDialogue,
+    ReMemSession,
+    remem_system_prompt,
+)
 from agemem.rewards.judges import exact_match, f1_score
 
 if TYPE_CHECKING:
@@ -83,6 +92,8 @@ class QAStreamTask:
         tools: MemoryTools | None,
         seed: int | None,
     ) -> Attempt:
+        if isinstance(tools, ReMemSession):
+            return self.play_remem(item, demos, model, tools, seed)
         offered = tools.offered if tools is not None else ()
         messages = [
             {"role": "system", "content": system_prompt(self.tool_format, self.system_override, offered)},  # type: ignore[arg-type]
@@ -108,6 +119,35 @@ class QAStreamTask:
             dialogue.prompt_tokens,
             dialogue.transcript,
             dialogue.error,
+        )
+
+    def play_remem(
+        self,
+        item: StreamItem,
+        demos: Sequence[Demonstration],
+        model: ChatModel,
+        session: ReMemSession,
+        seed: int | None,
+    ) -> Attempt:
+        """ReMem on one question (:meth:`ReMemDialogue.until_answer` over ``remem_max_steps`` steps): the
+        execution is its Think operations' reasoning with the Act's, and the answer; without an Act, its last
+        reply, as the standard agent's."""
+        prompt = remem_system_prompt(QA_INTRO, QA_ACT, QA_ACT_EFFECT, self.tool_format, session.budget)
+        messages = [
+            {"role": "system", "content": system_prompt(self.tool_format, prompt, session.offered)},  # type: ignore[arg-type]
+            {"role": "user", "content": task_message(item.prompt, demos)},
+        ]
+        schemas = template_tools(self.tool_format, session.offered)  # type: ignore[arg-type]
+        dialogue = ReMemDialogue(model, messages, session.offered, session, schemas, seed)
+        parsed = dialogue.until_answer(session.budget.max_steps)
+        if parsed is not None and parsed.answer is not None:
+            answer: str | None = parsed.answer
+            execution = qa_execution(" ".join([*dialogue.thoughts, parsed.thought or ""]), parsed.answer)
+        else:
+            answer = None
+            execution = dialogue.last_text.strip() or "(no reply)"
+        return Attempt(
+            execution, answer, None, dialogue.calls, dialogue.prompt_tokens, dialogue.transcript, dialogue.error
         )
 
     def strict(self, item: StreamItem, attempt: Attempt) -> float:

@@ -1,0 +1,306 @@
+"""ReMem (Evo-Memory, Wei et al. 2025, arXiv 2511.20857): an agent that reasons, acts and refines its experience
+memory in one loop.
+
+A task starts as ExpRAG's does: the ``top_k`` most similar records are shown with it. Then every reply of the agent
+is one operation:
+
+* **Think**: ``<think>…</think>`` alone. The reasoning stays in the working context; nothing is executed.
+* **Refine**: ``<tool_call>`` with memory operations on the stream's bank: ``Retrieve_memory`` (more records, by a
+  query of the agent's), ``Delete_memory`` (a record judged wrong or useless) and ``Update_memory`` (rewrite a
+  record, e.g. a raw execution into a reusable lesson). They run through the training executor
+  (:func:`agemem.core.tools.execute` over :class:`~agemem.eval.stream.bank.BankMemory`, as the policy addition's
+  :class:`~agemem.eval.stream.agent.BankTools` do), and the edits persist after the task.
+* **Act**: ``<answer>…</answer>``: the final answer (QA) or the next game command (ALFWorld).
+
+Anything else is a malformed reply: the agent gets the environment's format feedback. Every reply but an Act is
+followed by a status message with the steps and the Think / Refine operations left. After the task the runner
+writes the experience by the addition rule (ExpRAG: ``add_all``), as for every agent.
+
+* :class:`ReMemBudget`: the limits of ``stream.remem_*``;
+* :class:`ReMemCounts`: what one task did (per task in ``steps.jsonl``; summed in ``results.json``);
+* :func:`operation_of`: which operation a parsed reply is;
+* :class:`ReMemSession`: the Refine tools on the bank within the budget, and the task's counts;
+* :func:`remem_system_prompt`: the three operations and their syntax;
+* :class:`ReMemDialogue`: the loop (:meth:`ReMemDialogue.until_answer`), which the task adapters drive in place of
+  the standard :class:`~agemem.eval.stream.agent.Dialogue`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from agemem.core.protocol import NO_ACTION, ParsedResponse
+from agemem.core.tools import ToolCall
+from agemem.eval.stream.agent import BankTools, Dialogue, format_details, format_feedback
+from agemem.eval.stream.bank import MemoryBank, Record
+from agemem.eval.stream.config import StreamConfig
+
+Operation = Literal["think", "refine", "act", "malformed"]
+REFINE_KINDS = {"Retrieve_memory": "retrieve", "Update_memory": "update", "Delete_memory": "delete"}
+"""Refine's memory tools, by the kind its counts file them under."""
+REFINE_TOOLS: tuple[str, ...] = tuple(REFINE_KINDS)
+
+
+# --------------------------------------------------------------------------------------------- budget and counts
+
+
+@dataclass(frozen=True)
+class ReMemBudget:
+    max_think: int = 3
+    """Think operations per task."""
+    max_refine: int = 4
+    """Refine operations (memory tool calls run) per task."""
+    refine_top_k: int = 3
+    """records one Retrieve_memory returns at most."""
+    max_steps: int = 8
+    """replies per task on QA streams."""
+
+    @classmethod
+    def from_config(cls, settings: StreamConfig) -> ReMemBudget:
+        return cls(
+            settings.remem_max_think, settings.remem_max_refine, settings.remem_refine_top_k, settings.remem_max_steps
+        )
+
+
+@dataclass
+class ReMemCounts:
+    """ReMem's operations on one task."""
+
+    think: int = 0
+    """Think operations taken."""
+    think_refused: int = 0
+    """Think replies beyond ``max_think`` (treated as malformed)."""
+    refine: dict[str, int] = field(default_factory=lambda: dict.fromkeys(REFINE_KINDS.values(), 0))
+    """memory tool calls run on the bank, by kind (retrieve / update / delete), whatever their result."""
+    refine_failed: int = 0
+    """Refine calls whose result was an error (bad arguments, a tool not offered, an unknown id, an unconfirmed
+    deletion), run or not; refusals are counted apart."""
+    refine_refused: int = 0
+    """Refine calls beyond ``max_refine`` (not run)."""
+    acts: int = 0
+    """Act operations (QA: 1 when the task was answered; ALFWorld: the commands sent)."""
+    malformed: int = 0
+    """replies that were none of the three operations (refused Thinks not included)."""
+
+    @property
+    def refine_ops(self) -> int:
+        return sum(self.refine.values())
+
+    def to_json(self, deleted: list[str], updated: list[str]) -> dict[str, Any]:
+        """The counts with the records Refine deleted and rewrote (ids, in order)."""
+        return {
+            "think": self.think,
+            "think_refused": self.think_refused,
+            "refine": dict(self.refine),
+            "refine_ops": self.refine_ops,
+            "refine_failed": self.refine_failed,
+            "refine_refused": self.refine_refused,
+            "acts": self.acts,
+            "malformed": self.malformed,
+            "deleted": list(deleted),
+            "updated": list(updated),
+        }
+
+
+def operation_of(parsed: ParsedResponse) -> Operation:
+    """The operation a reply is: an answer makes it an Act (its tool calls still run, as they do for the standard
+    agent); tool calls without one a Refine; a thought with nothing else (no answer, no call, no other format
+    violation) a Think; anything else is malformed."""
+    if parsed.answer is not None:
+        return "act"
+    if parsed.tool_calls:
+        return "refine"
+    if parsed.thought and set(parsed.violation_kinds()) == {NO_ACTION}:
+        return "think"
+    return "malformed"
+
+
+# --------------------------------------------------------------------------------------------- Refine's tools
+
+
+@dataclass
+class ReMemSession:
+    """ReMem on one task: its Refine operations on the bank (a :class:`~agemem.eval.stream.base.MemoryTools`),
+    its budget and its counts. The runner makes one per task, passes it to the task's play loop as its memory
+    tools, and reads what Refine deleted and rewrote afterwards."""
+
+    bank: MemoryBank
+    budget: ReMemBudget = field(default_factory=ReMemBudget)
+    offered: tuple[str, ...] = REFINE_TOOLS
+    counts: ReMemCounts = field(default_factory=ReMemCounts)
+    updated_ids: list[str] = field(default_factory=list)
+    """records Refine rewrote, in order of their first update."""
+    tools: BankTools = field(init=False)
+
+    def __post_init__(self) -> None:
+        # no write function: Add_memory is not offered, the experience is written by the addition rule
+        self.tools = BankTools(self.bank, offered=self.offered, default_top_k=self.budget.refine_top_k)
+
+    @property
+    def deleted(self) -> list[Record]:
+        """Records Refine removed from the bank."""
+        return self.tools.deleted
+
+    @property
+    def refine_left(self) -> int:
+        return max(0, self.budget.max_refine - self.counts.refine_ops)
+
+    @property
+    def think_left(self) -> int:
+        return max(0, self.budget.max_think - self.counts.think)
+
+    def run(self, call: ToolCall) -> dict[str, Any]:
+        """Run one Refine call within the budget: the executor's result, or a refusal once the budget is spent
+        (an invalid call or a tool not offered gets the executor's error and does not spend the budget)."""
+        runs = call.valid and call.name in self.offered
+        if runs and not self.refine_left:
+            self.counts.refine_refused += 1
+            message = f"no Refine operation left ({self.budget.max_refine} per task); Think or Act"
+            return {"ok": False, "message": message}
+        if runs and call.name == "Retrieve_memory" and "top_k" in call.arguments:
+            capped = min(int(call.arguments["top_k"]), self.budget.refine_top_k)
+            call = dataclasses.replace(call, arguments={**call.arguments, "top_k": capped})
+        payload = self.tools.run(call)
+        if runs:
+            self.counts.refine[REFINE_KINDS[call.name]] += 1
+        if not payload["ok"]:
+            self.counts.refine_failed += 1
+        elif call.name == "Update_memory" and call.arguments["memory_id"] not in self.updated_ids:
+            self.updated_ids.append(call.arguments["memory_id"])
+        return payload
+
+    def updates(self) -> list[dict[str, Any]]:
+        """The rewritten records still in the bank, as they stand now: what the step log keeps so that a resumed
+        run rebuilds the same bank (a record rewritten and then deleted is only a deletion)."""
+        records = [self.bank.get(i) for i in self.updated_ids]
+        return [{"id": r.id, "execution": r.execution, "metadata": r.metadata} for r in records if r is not None]
+
+    def to_json(self) -> dict[str, Any]:
+        return self.counts.to_json([r.id for r in self.deleted], self.updated_ids)
+
+
+# --------------------------------------------------------------------------------------------- the prompt
+
+QA_INTRO = (
+    "You are an agent that solves a stream of tasks, one at a time, with a long-term memory of past tasks that "
+    "outlives each task."
+)
+QA_ACT = "your final answer"
+QA_ACT_EFFECT = "This ends the task: act when you are ready, before your steps run out."
+GAME_ACT = "one game command, e.g. go to countertop 1"
+GAME_ACT_EFFECT = (
+    "The command is sent to the game, which replies with what you observe. Think and Refine do not move the game, "
+    "but each costs one of the replies you have per command."
+)
+
+
+def remem_system_prompt(intro: str, act: str, act_effect: str, tool_format: str, budget: ReMemBudget) -> str:
+    """ReMem's system message: ``intro`` (the task), the memory, the three operations with their exact syntax and
+    budgets, then where the Refine tools' schemas go (``{tools}`` in ``agemem`` tool format, as
+    :func:`agemem.core.prompts.system_prompt` fills it)."""
+    memory = (
+        "Your long-term memory holds records of past tasks: the task and what was done on it. The records most "
+        "similar to the current task are shown with it, each with its memory_id. Records can be wrong or "
+        "misleading; keeping the memory useful for later tasks is part of your job."
+    )
+    operations = f"""Work in steps. Each reply is exactly one of three operations:
+Think: <think>your reasoning</think> and nothing else. Nothing is executed; your reasoning stays in view for the \
+next steps. At most {budget.max_think} per task.
+Refine: <think>why</think><tool_call>[{{"name": "<tool name>", "arguments": {{...}}}}, ...]</tool_call> to edit \
+your memory: Retrieve_memory with a query shows up to {budget.refine_top_k} more records; Delete_memory with a \
+memory_id and "confirmation": true removes a record that is wrong or useless; Update_memory with a memory_id and \
+new content rewrites a record, for example into a short lesson that will help with later tasks. At most \
+{budget.max_refine} memory operations per task; the results come back in the next message.
+Act: <think>your reasoning</think><answer>{act}</answer>. {act_effect}
+After every step but an Act you are told how many steps are left. Never put a tool call and an answer in the same \
+reply, and write nothing outside the tags."""
+    tools = (
+        "Available tools (JSON schemas):\n{tools}"
+        if tool_format == "agemem"
+        else "Your tools are listed below. You may put each call in its own <tool_call> block."
+    )
+    return "\n\n".join([intro, memory, operations, tools])
+
+
+# --------------------------------------------------------------------------------------------- the loop
+
+
+@dataclass
+class ReMemDialogue(Dialogue):
+    """A :class:`~agemem.eval.stream.agent.Dialogue` whose replies are ReMem operations; ``tools`` is the task's
+    :class:`ReMemSession` (its counts are the task's). ``decision`` names what the steps of one
+    :meth:`until_answer` lead to, in the status messages."""
+
+    decision: str = "this task"
+    thoughts: list[str] = field(default_factory=list)
+    """the Think operations' reasoning, in order (a QA record's reasoning)."""
+    turn_steps: int = 0
+    turn_limit: int = 0
+
+    @property
+    def session(self) -> ReMemSession:
+        assert isinstance(self.tools, ReMemSession), "a ReMem dialogue runs Refine on a ReMemSession"
+        return self.tools
+
+    def until_answer(self, max_replies: int) -> ParsedResponse | None:
+        """ReMem's loop up to one Act: the whole task on a QA stream, one game command in ALFWorld.
+
+        For step s = 1 … ``max_replies``: the model replies with one operation on its context (the task, the
+        retrieved records, and its earlier steps with what they returned):
+
+        * Think (``<think>`` alone): the reasoning stays in the context (at most ``max_think`` per task; one more
+          is refused as a malformed reply);
+        * Refine (``<tool_call>``): Retrieve_memory / Update_memory / Delete_memory run on the bank, their results
+          appended (at most ``max_refine`` calls run per task; later ones are refused);
+        * Act (``<answer>``): returned, the loop ends;
+        * anything else: the environment's format feedback.
+
+        Every step but an Act ends with a status message: the step and the steps left, the Thinks and Refine
+        operations left. Returns the Act's parsed reply; None when the steps ran out without one (the task fails;
+        in ALFWorld the command step passes) or the engine failed.
+        """
+        self.turn_steps, self.turn_limit = 0, max_replies
+        return super().until_answer(max_replies)
+
+    def respond(self, parsed: ParsedResponse) -> dict[str, Any]:
+        """Book the reply's operation and tell the agent where it stands (nothing after an Act)."""
+        self.turn_steps += 1
+        session = self.session
+        counts = session.counts
+        operation = operation_of(parsed)
+        details = format_details(parsed)
+        if operation == "think" and not session.think_left:
+            counts.think_refused += 1
+            operation = "malformed"
+            details = [f"no Think operation left ({session.budget.max_think} per task); Refine or Act"]
+        elif operation == "think":
+            counts.think += 1
+            self.thoughts.append(str(parsed.thought))
+            details = []
+        elif operation == "malformed":
+            counts.malformed += 1
+        if operation == "act":
+            counts.acts += 1
+            return {"operation": operation}
+        status = self.status()
+        if details:
+            self.messages.append({"role": "tool", "content": format_feedback(details, status)})
+        else:
+            done = "Thought noted." if operation == "think" else "Refine done."
+            message = {"tool": "remem", "ok": True, "message": f"{done} {status}"}
+            self.messages.append({"role": "tool", "content": json.dumps(message, ensure_ascii=False)})
+        return {"operation": operation}
+
+    def status(self) -> str:
+        """``Step s of n for <decision> (k left). Think operations left: …; Refine operations left: ….`` and the
+        choice of operations."""
+        session = self.session
+        left = self.turn_limit - self.turn_steps
+        return (
+            f"Step {self.turn_steps} of {self.turn_limit} for {self.decision} ({left} left). Think operations left: "
+            f"{session.think_left}; Refine operations left: {session.refine_left}. Reply with one operation: Think, "
+            "Refine or Act."
+        )
