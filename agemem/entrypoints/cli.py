@@ -209,6 +209,31 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from agemem.eval.compare import benchmark_overrides, check_benchmarks, compare, console_tables
+
+    configs = {
+        name: load_eval_config(
+            args.config,
+            benchmark_overrides(
+                name, args.overrides, models=args.model or [], variants=args.variant or [], limit=args.limit
+            ),
+            args.model or [],
+        )
+        for name in check_benchmarks(args.benchmark or [])
+    }
+    comparison = compare(configs, args.out, reference=args.reference)
+    console = Console(width=None if sys.stdout.isatty() else 160)  # a log keeps a row of many benchmarks on a line
+    for table in console_tables(comparison):
+        console.print(table)
+    plot = ["png"] if all(config.eval.plot for config in configs.values()) else []
+    files = ", ".join(f"{args.out}/comparison.{ext}" for ext in ("json", "md", *plot))
+    console.print(f"comparison: {files}", soft_wrap=True)
+    return 0
+
+
 def _cmd_export(args: argparse.Namespace) -> int:
     from rich.console import Console
 
@@ -386,6 +411,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     stream.add_argument("--out", default="runs/eval/stream", metavar="DIR", help="output directory (resumable)")
     handlers["eval"] = _cmd_eval
+
+    compare = commands.add_parser(
+        "compare", help="models x variants over several benchmarks: the AgeMem paper's main table (JSON, md, plot)"
+    )
+    _add_config_arguments(compare)
+    compare.add_argument(
+        "--benchmark", action="append", metavar="NAME", help=f"repeat for several: {', '.join(BUILTIN)} (or registered)"
+    )
+    compare.add_argument("--model", action="append", metavar="M", help="as for agemem eval; repeat for several")
+    compare.add_argument(
+        "--variant", action="append", choices=EVAL_VARIANTS, help="repeat for several (default: agemem)"
+    )
+    compare.add_argument("--limit", type=int, metavar="N", help="play the first N items of every benchmark")
+    compare.add_argument("--out", default="runs/compare", metavar="DIR", help="one folder per benchmark (resumable)")
+    compare.add_argument("--reference", action="store_true", help="also show the paper's rows (Qwen2.5-7B-Instruct)")
+    handlers["compare"] = _cmd_compare
 
     export = commands.add_parser(
         "export", help="write a checkpoint as a plain Hugging Face model directory with the agent's tools and prompt"

@@ -1,0 +1,246 @@
+"""`agemem compare` (:mod:`agemem.eval.compare`): the table functions on hand-made results (cells, percentages,
+cost columns, the paper's reference rows, "—" for what was not run), the command's errors, and one run of the
+tiny random model on HotpotQA and ALFWorld through the CLI, then its resumption, which plays nothing."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+
+from agemem.core.configlib import ConfigError
+from agemem.eval.compare import (
+    MISSING,
+    PAPER_TABLE,
+    BenchmarkColumn,
+    FinishedRun,
+    comparison_markdown,
+    comparison_rows,
+    headline_metric,
+    llm_cost,
+    reference_block,
+    run_timing,
+    table_columns,
+)
+from agemem.eval.config import EVAL_VARIANTS
+from agemem.eval.report import RUN_COLUMNS, Column
+from tests.alfworld_data import DATA, needs_alfworld
+from tests.eval.test_hotpotqa import TINY as TINY_HOTPOTQA
+
+METRICS = {"hotpotqa": "J", "alfworld": "SR"}
+
+
+def _results(benchmark: str, variant: str, value: float | None, *, played: int = 4, wall_s: float = 10.0, **extra):
+    key = METRICS[benchmark]
+    return {
+        "benchmark": benchmark,
+        "model": "qwen",
+        "model_spec": "Qwen/Qwen2.5-7B-Instruct",
+        "variant": variant,
+        key: value,
+        "played": played,
+        "resumed": 4 - played,
+        "wall_s": wall_s,
+        **extra,
+    }
+
+
+def _run(results: dict) -> FinishedRun:
+    folder = f"{results['benchmark']}/{results['model']}__{results['variant']}"
+    return FinishedRun(results, folder, run_timing(results))
+
+
+def _comparison(runs: list[FinishedRun], *, reference: bool = False) -> dict:
+    """What :func:`agemem.eval.compare.compare` writes, from finished runs (HotpotQA, then ALFWorld)."""
+    rows = comparison_rows(runs, METRICS)
+    ran = [BenchmarkColumn("hotpotqa", "J"), BenchmarkColumn("alfworld", "SR")]
+    columns = table_columns(ran, reference=PAPER_TABLE if reference else None)
+    comparison = {
+        "title": "Comparison: HotpotQA (J), ALFWorld (SR)",
+        "columns": [{"name": c.name, "metric": c.metric, "items": 4 if c.metric else None} for c in columns],
+        "rows": rows,
+    }
+    if reference:
+        comparison["reference"] = reference_block()
+    return comparison
+
+
+def _table(markdown: str) -> list[list[str]]:
+    """The cells of the first markdown table, header first (the alignment line left out)."""
+    lines = markdown.split("\n\n")[1].splitlines()
+    return [[cell.strip() for cell in line.strip("|").split("|")] for line in lines if not line.startswith("| :")]
+
+
+RUNS = [
+    _results("hotpotqa", "agemem", 54.4375, wall_s=10.0),
+    _results("hotpotqa", "no_memory", 38.0, wall_s=2.0),
+    _results("alfworld", "agemem", 25.0, wall_s=30.0),
+    _results("alfworld", "no_memory", None, played=0, wall_s=0.01),  # resumed whole: no timing
+]
+
+
+def test_rows_hold_each_benchmarks_headline_the_run_folders_and_seconds_per_item():
+    agemem, no_memory = comparison_rows([_run(r) for r in RUNS], METRICS)
+    assert (agemem["method"], no_memory["method"]) == ("AgeMem", "No-Memory")
+    assert agemem["values"] == {"hotpotqa": 54.4375, "alfworld": 25.0}
+    assert no_memory["values"] == {"hotpotqa": 38.0, "alfworld": None}
+    assert agemem["runs"] == {"hotpotqa": "hotpotqa/qwen__agemem", "alfworld": "alfworld/qwen__agemem"}
+    assert agemem["items"] == {"hotpotqa": 4, "alfworld": 4}
+    assert agemem["cost"]["per_task"] == {"wall_s": 5.0}  # (10 + 30) s / (4 + 4) items played
+    # the run resumed whole has no timing: the row's seconds per item come from the run that played
+    assert no_memory["cost"]["per_task"] == {"wall_s": 0.5}
+    assert no_memory["cost"]["timing"] == {"hotpotqa": {"played": 4, "wall_s": 2.0}, "alfworld": None}
+
+
+def test_the_markdown_table_has_one_row_per_method_and_percentages_with_two_decimals():
+    table = _table(comparison_markdown(_comparison([_run(r) for r in RUNS])))
+    assert table == [
+        ["model", "method", "HotpotQA (J)", "ALFWorld (SR)", "s/task"],
+        ["qwen", "AgeMem", "54.44", "25.00", "5.00"],
+        ["qwen", "No-Memory", "38.00", MISSING, "0.50"],
+    ]
+
+
+def test_the_reference_adds_the_papers_benchmarks_and_rows_marked_as_the_papers():
+    comparison = _comparison([_run(r) for r in RUNS], reference=True)
+    assert [c["name"] for c in comparison["columns"]] == ["alfworld", "sciworld", "pddl", "babyai", "hotpotqa"]
+    markdown = comparison_markdown(comparison)
+    ours, _, paper = markdown.partition("## Reference: the AgeMem paper's numbers (not measured here)")
+    assert _table(ours)[:2] == [
+        ["model", "method", "ALFWorld (SR)", "SciWorld", "PDDL", "BabyAI", "HotpotQA (J)", "s/task"],
+        ["qwen", "AgeMem", "25.00", MISSING, MISSING, MISSING, "54.44", "5.00"],
+    ]
+    assert "arXiv:2601.01885" in paper and "Qwen2.5-7B-Instruct" in paper
+    rows = [line for line in paper.splitlines() if line.startswith("| Qwen")]
+    assert [row.split(" | ")[1] for row in rows] == ["No-Memory", "LangMem", "A-Mem", "Mem0", "Mem0g", "AgeMem"]
+    assert rows[-1] == "| Qwen2.5-7B-Instruct (paper) | AgeMem | 41.07 | 35.55 | 17.31 | 61.42 | 54.44 |"
+    assert rows[0] == "| Qwen2.5-7B-Instruct (paper) | No-Memory | 27.16 | 13.80 | 10.15 | 50.80 | 38.36 |"
+    # the paper's numbers stay under their own key, never in our rows
+    block = comparison["reference"]
+    assert block["model"] == "Qwen2.5-7B-Instruct" and "not measured here" in block["note"]
+    assert block["rows"][3] == {
+        "method": "Mem0",
+        "variant": "mem0",
+        "values": {"alfworld": 37.49, "sciworld": 26.99, "pddl": 13.96, "babyai": 60.58, "hotpotqa": 46.66},
+    }
+    assert all(set(row["values"]) == {"hotpotqa", "alfworld"} for row in comparison["rows"])
+
+
+def test_llm_cost_columns_appear_only_when_a_run_reports_them():
+    mem0 = [
+        _results(
+            "hotpotqa", "mem0", 46.0, cost={"llm_calls": 3.0, "memory_calls": 2.0, "tokens": 900.0, "memory_s": 1}
+        ),
+        _results("alfworld", "mem0", 30.0, played=2, llm_calls=5, cost={"memory_calls": 1.0, "tokens": None}),
+    ]
+    assert llm_cost(mem0[0]) == {"llm_calls": 3.0, "memory_calls": 2.0, "tokens": 900.0, "memory_s": 1.0}
+    assert llm_cost(mem0[1]) == {"llm_calls": 5.0, "memory_calls": 1.0}  # None: items recorded without costs
+    assert llm_cost(RUNS[0]) == {}
+    table = _table(comparison_markdown(_comparison([_run(r) for r in [*RUNS, *mem0]])))
+    assert table[0][4:] == ["s/task", "LLM calls/task", "mem calls/task", "tokens/task"]
+    # per item over the row's items (4 each): calls (3 x 4 + 5 x 4) / 8; tokens from the one run reporting them;
+    # seconds: (10 + 10) s / (4 + 2) items played
+    assert table[3] == ["qwen", "Mem0", "46.00", "30.00", "3.33", "4.00", "1.50", "900"]
+    assert table[1][5:] == [MISSING] * 3  # AgeMem reports no LLM cost
+    (row,) = comparison_rows([_run(r) for r in mem0], METRICS)
+    assert row["cost"]["per_task"]["memory_s"] == 1.0  # in comparison.json, not a table column
+    assert row["cost"]["llm"]["alfworld"] == {"llm_calls": 5.0, "memory_calls": 1.0}
+
+
+def test_a_variant_without_a_paper_name_is_shown_by_its_own():
+    (row,) = comparison_rows([_run(_results("hotpotqa", "rag", 40.0))], METRICS)
+    assert row["method"] == "rag"
+
+
+def test_the_headline_metric_the_benchmark_declares_else_the_mapping_else_its_first_score_column():
+    columns = (*RUN_COLUMNS, Column("items", "n", "{:d}"), Column("TC.total", "TC"), Column("PR", "PR"))
+    assert headline_metric(SimpleNamespace(name="pddl", columns=columns, headline="SR")) == "SR"
+    assert headline_metric(SimpleNamespace(name="hotpotqa", columns=columns)) == "J"
+    assert headline_metric(SimpleNamespace(name="pddl", columns=columns)) == "PR"
+    with pytest.raises(ConfigError, match="headline"):
+        headline_metric(SimpleNamespace(name="pddl", columns=columns[:3]))
+
+
+def test_bad_benchmarks_and_variants_are_errors_naming_the_choices(tmp_path, capsys):
+    from agemem.entrypoints.cli import main
+
+    for argv, message in (
+        (
+            ["--benchmark", "hotpotqa", "--benchmark", "nope"],
+            "unknown benchmark 'nope'; choose one of alfworld, hotpotqa",
+        ),
+        ([], "name at least one --benchmark; choose from alfworld, hotpotqa"),
+        (["--benchmark", "hotpotqa", "--benchmark", "hotpotqa"], "hotpotqa given twice"),
+        (["--benchmark", "hotpotqa", "--variant", "mem1"], "invalid choice: 'mem1' (choose from"),
+    ):
+        with pytest.raises(SystemExit) as exit_info:
+            main(["compare", *argv, "--out", str(tmp_path)])
+        assert exit_info.value.code == 2
+        error = capsys.readouterr().err
+        assert message in error
+        if "mem1" in message:
+            assert all(variant in error for variant in EVAL_VARIANTS)
+    assert list(tmp_path.iterdir()) == []  # nothing ran
+
+
+TINY_ALFWORLD = [
+    f"alfworld.data_dir={DATA}",
+    "alfworld.split=valid_seen",
+    "alfworld.max_env_steps=2",
+    "alfworld.max_replies_per_step=1",
+    "alfworld.debrief_replies=0",
+]
+
+
+@needs_alfworld
+def test_tiny_random_model_on_hotpotqa_and_alfworld_then_a_resumption_that_plays_nothing(tmp_path, capsys, monkeypatch):
+    from agemem.entrypoints.cli import main
+
+    out = tmp_path / "compare"
+    argv = ["compare", "--benchmark", "hotpotqa", "--benchmark", "alfworld", "--model", "tiny-random-qwen2"]
+    argv += ["--variant", "agemem", "--variant", "no_memory", "--limit", "2", "--out", str(out)]
+    argv += [*TINY_HOTPOTQA, *TINY_ALFWORLD]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "compare [1/2] hotpotqa" in printed and "compare [2/2] alfworld" in printed
+    comparison = json.loads((out / "comparison.json").read_text())
+    assert [(c["name"], c["metric"], c["items"]) for c in comparison["columns"]] == [
+        ("hotpotqa", "J", 2),
+        ("alfworld", "SR", 2),
+    ]
+    assert [(r["model"], r["method"]) for r in comparison["rows"]] == [
+        ("tiny-random-qwen2", "AgeMem"),
+        ("tiny-random-qwen2", "No-Memory"),
+    ]
+    for row in comparison["rows"]:
+        assert row["values"] == {"hotpotqa": 0.0, "alfworld": 0.0}  # random tokens never answer nor win
+        for benchmark, folder in row["runs"].items():
+            assert folder == f"{benchmark}/tiny-random-qwen2__{row['variant']}"
+            assert json.loads((out / folder / "results.json").read_text())["played"] == 2
+        assert row["cost"]["per_task"]["wall_s"] > 0
+        # the runs' LLM use per item (when results.json has it): the mean of the two benchmarks' (2 items each)
+        reported = [json.loads((out / f / "results.json").read_text()).get("cost") for f in row["runs"].values()]
+        if all(isinstance(cost, dict) and cost.get("llm_calls") is not None for cost in reported):
+            mean_calls = (reported[0]["llm_calls"] + reported[1]["llm_calls"]) / 2
+            assert row["cost"]["per_task"]["llm_calls"] == pytest.approx(mean_calls)
+    assert (out / "comparison.png").stat().st_size > 10_000
+    assert (out / "hotpotqa" / "comparison.json").is_file()  # each benchmark's own agemem-eval comparison
+    table = _table((out / "comparison.md").read_text())
+    assert table[0][:5] == ["model", "method", "HotpotQA (J)", "ALFWorld (SR)", "s/task"]
+    assert table[1][:4] == ["tiny-random-qwen2", "AgeMem", "0.00", "0.00"]
+
+    # a re-run loads no model and plays nothing; the table comes back from results.json, timings included
+    def no_model(resolved):
+        raise AssertionError(f"a finished run loaded {resolved.spec}")
+
+    monkeypatch.setattr("agemem.eval.models.load_backend", no_model)
+    assert main([*argv, "--reference"]) == 0
+    again = json.loads((out / "comparison.json").read_text())
+    for row, before in zip(again["rows"], comparison["rows"]):
+        assert all(json.loads((out / f / "results.json").read_text())["played"] == 0 for f in row["runs"].values())
+        assert row["values"] == before["values"] and row["cost"]["per_task"] == before["cost"]["per_task"]
+    assert [c["name"] for c in again["columns"]] == ["alfworld", "sciworld", "pddl", "babyai", "hotpotqa"]
+    assert again["reference"]["rows"][-1]["values"]["hotpotqa"] == 54.44
+    printed = capsys.readouterr().out
+    assert "the AgeMem paper's numbers (not measured here)" in printed and "54.44" in printed
