@@ -42,6 +42,8 @@ from agemem.core.ltm import SnapshotError
 from agemem.eval import metrics
 from agemem.eval.config import EvalRunConfig
 from agemem.eval.report import (
+    COST_COLUMNS,
+    COST_NOTE,
     RUN_COLUMNS,
     TOOL_CALL_COLUMNS,
     TOOL_CALL_LABELS,
@@ -53,7 +55,7 @@ from agemem.eval.report import (
 )
 from agemem.eval.runner import RunContext, evaluate
 from agemem.eval.variants import apply_variant
-from agemem.rollouts.build import build_resources, sampling_params
+from agemem.rollouts.build import sampling_params
 from agemem.rollouts.engines.base import Completion, Engine, SamplingParams
 from agemem.rollouts.episode import EpisodeSetup, GenerationRequest
 from agemem.tasks.alfworld import (  # noqa: F401  (game_system_prompt, normalize_command: re-exported)
@@ -83,6 +85,7 @@ COLUMNS = (
     Column("invalid", "invalid", "{:.2f}"),
     Column("TN", "TN", "{:.0f}"),
     *TOOL_CALL_COLUMNS,
+    *COST_COLUMNS,
 )
 PANELS = (
     Panel("success rate", ("all", *(TASK_LABELS[t] for t in TASK_TYPES)), "% of games won", ymax=100.0),
@@ -93,7 +96,7 @@ METRICS_NOTE = (
     "\nSR: games won, % (overall and per task type: pick = pick_and_place_simple, look = look_at_obj_in_light, "
     "clean / heat / cool = pick_<x>_then_place_in_recep, pick2 = pick_two_obj_and_place). steps: environment steps "
     "per game (all games; steps won: the games won). invalid: inadmissible commands per game. TN: prompt tokens per "
-    "agent reply. TC: tool calls per game.\n"
+    "agent reply. TC: tool calls per game. " + COST_NOTE
 )
 
 
@@ -183,6 +186,7 @@ def example_record(result: GameResult, offered: Sequence[str]) -> dict[str, Any]
         "retrievals": len(stats.retrievals),
         "summaries": len(stats.summaries),
         "filters": len(stats.filters),
+        "cost": metrics.llm_cost(result.steps, stats.memory_system_cost),
         "transcript": result.transcript,
         "completions": [{"turn": s.turn, "kind": s.kind, "completion": s.completion_text} for s in result.steps],
     }
@@ -203,6 +207,7 @@ def aggregate(examples: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "replies": metrics.mean(e["replies"] for e in examples),
         "TN": metrics.pooled_mean((e["prompt_tokens"] for e in examples), (e["replies"] for e in examples)),
         "TC": metrics.mean_tool_calls([e["tool_calls"] for e in examples]),
+        "cost": metrics.mean_cost([e.get("cost") for e in examples]),
         "ended_by": {
             reason: sum(e["ended_by"] == reason for e in examples)
             for reason in sorted({e["ended_by"] for e in examples})
@@ -280,7 +285,7 @@ class GameSession:
         config, backend = run.config, run.backend
         self.config = config
         self.out = run.out
-        self.resources = build_resources(config.env, backend.tokenizer, run.shared.get_encoder())
+        self.resources = run.env_resources()
         self.start = resume_point(run.out, run.log, games.items, self.resources.ltm)
         self.previous = self.start
         stop_ids = end_of_turn_ids(backend.tokenizer)

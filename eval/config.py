@@ -8,8 +8,45 @@ from typing import Literal, get_args
 from agemem.core.configlib import ConfigError
 from agemem.tasks.config import TaskRunConfig
 
-Variant = Literal["agemem", "no_memory", "rag", "ltm_only"]
+Variant = Literal["agemem", "no_memory", "rag", "ltm_only", "mem0", "mem0g", "amem", "langmem"]
 EVAL_VARIANTS: tuple[str, ...] = get_args(Variant)
+
+
+@dataclass
+class MemorySystemConfig:
+    """The memory-system baselines (``--variant mem0 | mem0g | amem | langmem``): the LLM they drive, their knobs."""
+
+    base_url: str = ""
+    """OpenAI-compatible endpoint (``http://host:port/v1``) the system's LLM calls go to; empty: the model under
+    test (its own endpoint for ``openai:<model>@<url>``, else a local server over the engine the harness loaded)."""
+    model: str = ""
+    """model name sent to that endpoint; empty: the model under test's."""
+    api_key: str = "EMPTY"
+    """sent as the bearer token (local servers ignore it)."""
+    temperature: float = 0.0
+    """sampling temperature of the system's LLM calls (A-Mem sets its own, 1.0)."""
+    max_tokens: int = 1024
+    """the most tokens one of the system's LLM replies may have."""
+    timeout_s: float = 600.0
+    """seconds one LLM call may take before it fails (and the endpoint check before the run)."""
+    search_threshold: float = 0.0
+    """mem0 / mem0g: minimum similarity of a memory a search returns."""
+    amem_evolution_threshold: int = 100
+    """amem: notes between A-Mem's consolidations (its ``evo_threshold``)."""
+    langmem_enable_deletes: bool = False
+    """langmem: let the memory manager delete memories (LangMem's default: off)."""
+
+    def validate(self) -> None:
+        if self.max_tokens < 1:
+            raise ConfigError(f"max_tokens={self.max_tokens} must be >= 1")
+        if self.timeout_s <= 0:
+            raise ConfigError(f"timeout_s={self.timeout_s} must be > 0")
+        if not 0.0 <= self.temperature <= 2.0:
+            raise ConfigError(f"temperature={self.temperature} must be in [0, 2]")
+        if self.base_url and not self.base_url.startswith(("http://", "https://")):
+            raise ConfigError(
+                f"base_url={self.base_url!r} must start with http:// or https:// (e.g. http://127.0.0.1:8000/v1)"
+            )
 
 
 @dataclass
@@ -21,7 +58,9 @@ class EvalConfig:
     a Hugging Face directory or hub id, or openai:<model>@<base_url>; empty: policy.model."""
     variants: list[Variant] = field(default_factory=lambda: ["agemem"])
     """agemem: all six tools; no_memory: the question alone, no tools; rag: Add/Update/Delete, and the top-k
-    memories for the latest message shown before every step; ltm_only: the four memory-store tools, no STM tools."""
+    memories for the latest message shown before every step; ltm_only: the four memory-store tools, no STM tools;
+    mem0, mem0g, amem, langmem: no tools, a memory-system library writes memory from the messages and its search
+    results are shown before every step (docs/baselines.md)."""
     distractors: bool = False
     """play Stage 2 (the `distractors` section says which and how many); off, as the authors evaluate."""
     rag_top_k: int = 3
@@ -31,6 +70,8 @@ class EvalConfig:
     chunk."""
     plot: bool = True
     """write a bar plot (PNG) next to the JSON and markdown results."""
+    memory_system: MemorySystemConfig = field(default_factory=MemorySystemConfig)
+    """the memory-system baselines (variants mem0, mem0g, amem, langmem)."""
 
     def validate(self) -> None:
         if len(set(self.variants)) != len(self.variants) or not self.variants:

@@ -31,12 +31,21 @@ from typing import TYPE_CHECKING, Any
 from agemem.core.configlib import ConfigError, to_dict
 from agemem.eval import metrics
 from agemem.eval.config import EvalRunConfig
-from agemem.eval.report import RUN_COLUMNS, TOOL_CALL_COLUMNS, TOOL_CALL_LABELS, Column, Panel, tool_call_values
+from agemem.eval.report import (
+    COST_COLUMNS,
+    COST_NOTE,
+    RUN_COLUMNS,
+    TOOL_CALL_COLUMNS,
+    TOOL_CALL_LABELS,
+    Column,
+    Panel,
+    tool_call_values,
+)
 from agemem.eval.runner import RunContext, evaluate
 from agemem.eval.variants import apply_variant
 from agemem.rewards.base import AnswerItem, Judge, MemoryItem
 from agemem.rewards.judges import exact_match, f1_score
-from agemem.rollouts.build import build_driver, build_resources, distractors_for
+from agemem.rollouts.build import build_driver, distractors_for
 from agemem.tasks import load_task_pool
 
 if TYPE_CHECKING:
@@ -55,6 +64,7 @@ COLUMNS = (
     Column("MQ", "MQ", "{:.3f}"),
     Column("TN", "TN", "{:.0f}"),
     *TOOL_CALL_COLUMNS,
+    *COST_COLUMNS,
 )
 PANELS = (
     Panel("answers and memory", ("J", "EM", "F1", "MQ x100"), "score (0-100)", ymax=100.0),
@@ -64,7 +74,7 @@ PANELS = (
 METRICS_NOTE = (
     "\nJ: judge score x100. EM / F1: official HotpotQA exact match / token F1, x100. MQ: memory quality (0-1), "
     "the judge's score of the final LTM against each supporting-fact sentence, averaged. TN: prompt tokens per "
-    "Stage-3 step. TC: tool calls per episode.\n"
+    "Stage-3 step. TC: tool calls per episode. " + COST_NOTE
 )
 
 
@@ -155,6 +165,7 @@ def example_record(
         "violations": sum(len(s.violations) for s in trajectory.action_steps),
         "limit_hits": len(trajectory.limit_hits),
         "memory": [entry["content"] for entry in trajectory.final_memory],
+        "cost": metrics.llm_cost(trajectory.steps, trajectory.stats.memory_system_cost),
         "supporting_facts": list(facts),
         "transcript": [{"stage": s.stage, "kind": s.kind, "completion": s.completion_text} for s in trajectory.steps],
     }
@@ -171,6 +182,7 @@ def aggregate(examples: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "TN": metrics.pooled_mean((e["stage3_prompt_tokens"] for e in examples), (e["stage3_steps"] for e in examples)),
         "TC": metrics.mean_tool_calls([e["tool_calls"] for e in examples]),
         "answered": metrics.percent(float(e["answer"] is not None) for e in examples),
+        "cost": metrics.mean_cost([e.get("cost") for e in examples]),
         "ended_by": {
             reason: sum(e["ended_by"] == reason for e in examples)
             for reason in sorted({e["ended_by"] for e in examples})
@@ -196,7 +208,7 @@ class QuestionSession:
 
     def __init__(self, run: RunContext, questions: Questions):
         config, backend = run.config, run.backend
-        resources = build_resources(config.env, backend.tokenizer, run.shared.get_encoder())
+        resources = run.env_resources()
         self.config = config
         self.driver = build_driver(
             config.rollout, config.sampling, backend.engine, backend.tokenizer, resources, progress=False

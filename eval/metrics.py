@@ -84,3 +84,47 @@ def mean_tool_calls(per_episode: Sequence[dict[str, int]]) -> dict[str, float]:
     keys = [*TOOL_NAMES, "total"]
     n = len(per_episode)
     return {key: (sum(e.get(key, 0) for e in per_episode) / n if n else 0.0) for key in keys}
+
+
+COST_FIELDS = (
+    "agent_calls",
+    "agent_prompt_tokens",
+    "agent_completion_tokens",
+    "memory_calls",
+    "memory_prompt_tokens",
+    "memory_completion_tokens",
+    "memory_s",
+)
+"""what one task cost in LLM use: the agent's own calls (every step it generated, summaries included) and a
+memory system's calls (the baselines' extraction, update and search)."""
+
+
+def llm_cost(steps: Iterable[Step], memory_system_cost: dict[str, float]) -> dict[str, float]:
+    """One task's :data:`COST_FIELDS`: the agent's calls and tokens counted from its steps, the memory system's
+    from what the environment booked (:attr:`agemem.core.env.EpisodeStats.memory_system_cost`)."""
+    steps = list(steps)
+    return {
+        "agent_calls": float(len(steps)),
+        "agent_prompt_tokens": float(sum(len(s.prompt_ids) for s in steps)),
+        "agent_completion_tokens": float(sum(len(s.completion_ids) for s in steps)),
+        "memory_calls": memory_system_cost.get("calls", 0.0),
+        "memory_prompt_tokens": memory_system_cost.get("prompt_tokens", 0.0),
+        "memory_completion_tokens": memory_system_cost.get("completion_tokens", 0.0),
+        "memory_s": round(memory_system_cost.get("seconds", 0.0), 4),
+    }
+
+
+def mean_cost(per_task: Sequence[dict[str, float] | None]) -> dict[str, float | None]:
+    """Per-task means of :data:`COST_FIELDS`, plus ``llm_calls`` and ``tokens`` (agent and memory system
+    together); records written before costs were kept count as missing."""
+    known = [c for c in per_task if c]
+    means: dict[str, float | None] = {key: mean(c.get(key, 0.0) for c in known) for key in COST_FIELDS}
+    if not known:
+        return {**means, "llm_calls": None, "tokens": None}
+    calls = mean(c.get("agent_calls", 0.0) + c.get("memory_calls", 0.0) for c in known)
+    tokens = mean(
+        sum(c.get(k, 0.0) for k in ("agent_prompt_tokens", "agent_completion_tokens", "memory_prompt_tokens"))
+        + c.get("memory_completion_tokens", 0.0)
+        for c in known
+    )
+    return {**means, "llm_calls": calls, "tokens": tokens}

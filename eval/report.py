@@ -135,6 +135,19 @@ class Column:
 RUN_COLUMNS = (Column("model", "model", "{}"), Column("variant", "variant", "{}"))
 """the first columns of every benchmark table: which model, which variant."""
 
+COST_COLUMNS = (
+    Column("cost.llm_calls", "calls", "{:.1f}"),
+    Column("cost.memory_calls", "mem calls", "{:.1f}"),
+    Column("cost.tokens", "tokens", "{:.0f}"),
+    Column("wall_s_per_task", "s/task", "{:.2f}"),
+)
+"""the last columns of every benchmark table: what a task cost (:func:`agemem.eval.metrics.mean_cost`)."""
+
+COST_NOTE = (
+    "calls: LLM calls per task (the agent's steps plus a memory system's calls); mem calls: the memory system's "
+    "share; tokens: their prompt plus completion tokens per task; s/task: wall seconds per task played.\n"
+)
+
 
 def tool_label(name: str) -> str:
     """A tool's short label in tables and plots: ``Add_memory`` -> ``Add``."""

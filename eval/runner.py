@@ -31,16 +31,19 @@ from tqdm.auto import tqdm
 
 from agemem.core.configlib import ConfigError, to_dict
 from agemem.core.encoders import build_encoder
+from agemem.eval.baselines import MEMORY_SYSTEMS, BuiltSystem, build_memory_system
 from agemem.eval.config import EVAL_VARIANTS, EvalRunConfig
 from agemem.eval.models import Backend, LazyBackend, ResolvedModel, evaluate_models
 from agemem.eval.report import Column, ExampleLog, Panel, check_identity, console_table, write_results
 from agemem.rewards.build import build_judge
+from agemem.rollouts.build import build_resources
 from agemem.rollouts.engines.base import derive_seed
 
 if TYPE_CHECKING:
     from rich.table import Table
 
     from agemem.core.encoders import Encoder
+    from agemem.core.env import EnvResources
     from agemem.rewards.base import Judge
 
 
@@ -73,10 +76,28 @@ class RunContext:
     backend: Backend
     shared: Shared
 
+    memory_system: BuiltSystem | None = None
+    """the memory-system baseline this run built (variants mem0, mem0g, amem, langmem), closed after the run."""
+
     @property
     def offered(self) -> tuple[str, ...]:
         """the tools this variant offers (TC counts calls of these)."""
         return tuple(self.config.env.tools)
+
+    def env_resources(self) -> EnvResources:
+        """The environment's shared parts for this run; a memory-system variant's store replaces AgeMem's
+        long-term memory (built once per run, its stores under ``<run folder>/memory_system/``)."""
+        resources = build_resources(self.config.env, self.backend.tokenizer, self.shared.get_encoder())
+        if self.variant in MEMORY_SYSTEMS:
+            self.memory_system = build_memory_system(
+                self.variant, self.config, self.backend, resources.encoder, self.out / "memory_system"
+            )
+            resources.ltm = self.memory_system.store
+        return resources
+
+    def close(self) -> None:
+        if self.memory_system is not None:
+            self.memory_system.close()
 
 
 class Session(Protocol):
@@ -202,10 +223,15 @@ def run_benchmark(
     started = time.perf_counter()
     session, played = None, 0
     finished = log.finished()  # read once: a 7,405-question run would otherwise re-read the log per question
+    memory_system = None
     if any(item.id not in finished for item in items):
         run = RunContext(config, variant, out, log, backend.get(), shared)
-        session = benchmark.open(run, workload)
-        played = play(benchmark, run, session, items, desc=label or resolved.label, finished=finished)
+        try:
+            session = benchmark.open(run, workload)
+            played = play(benchmark, run, session, items, desc=label or resolved.label, finished=finished)
+            memory_system = run.memory_system.describe() if run.memory_system is not None else None
+        finally:
+            run.close()
         finished = log.finished()
     examples = [finished[item.id] for item in items if item.id in finished]
     results = {
@@ -216,9 +242,11 @@ def run_benchmark(
         **benchmark.describe(config, out),
         **benchmark.aggregate(examples),
         **(session.summary() if session is not None else {}),
+        **({"memory_system": memory_system} if memory_system is not None else {}),
         "played": played,
         "resumed": len(items) - played,
         "wall_s": round(time.perf_counter() - started, 3),
+        "wall_s_per_task": round((time.perf_counter() - started) / played, 3) if played else None,
         "resolved": resolved.describe(),
         "config": to_dict(config),
     }

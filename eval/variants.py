@@ -7,6 +7,9 @@
 | ``rag`` | Add / Update / Delete | as ``agemem``, and before every agent step the top-k LTM entries for the latest
   message are shown (the paper's -RAG ablation: STM tools replaced by retrieval-augmented prompting) |
 | ``ltm_only`` | Add / Update / Delete / Retrieve | as ``agemem``, without Summary_context / Filter_context |
+| ``mem0`` ``mem0g`` ``amem`` ``langmem`` | none | as ``rag``, but the memory system writes memory from every
+  user message (its own LLM calls; the agent does not act in Stage 1) and its search results are shown
+  (:mod:`agemem.eval.baselines`) |
 
 Benchmark-independent: a harness applies a variant to its config and plays episodes as usual.
 """
@@ -17,6 +20,7 @@ import copy
 
 from agemem.core.configlib import ConfigError, validate_tree
 from agemem.core.tools import LTM_TOOLS, TOOL_NAMES
+from agemem.eval.baselines import MEMORY_SYSTEMS
 from agemem.eval.config import EVAL_VARIANTS, EvalRunConfig
 
 VARIANT_TOOLS: dict[str, tuple[str, ...]] = {
@@ -24,6 +28,7 @@ VARIANT_TOOLS: dict[str, tuple[str, ...]] = {
     "no_memory": (),
     "rag": LTM_TOOLS,
     "ltm_only": (*LTM_TOOLS, "Retrieve_memory"),
+    **{system: () for system in MEMORY_SYSTEMS},
 }
 
 
@@ -32,16 +37,20 @@ def apply_variant(config: EvalRunConfig, variant: str) -> EvalRunConfig:
 
     Stage 2 is played only when ``eval.distractors`` is on (and never in ``no_memory``); otherwise
     ``distractors.count`` is set to 0. In ``rag`` the retrieval before every step replaces the Stage-1
-    introspective retrieval (``rollout.introspective_top_k = 0``), so nothing is shown twice.
+    introspective retrieval (``rollout.introspective_top_k = 0``), so nothing is shown twice; the memory-system
+    variants retrieve the same way, from their system.
     """
     if variant not in EVAL_VARIANTS:
         raise ConfigError(f"unknown variant {variant!r}; choose one of {', '.join(EVAL_VARIANTS)}")
     config = copy.deepcopy(config)
     config.env.tools = list(VARIANT_TOOLS[variant])
-    config.env.rag_top_k = config.eval.rag_top_k if variant == "rag" else 0
-    if variant == "rag":
+    shows_memory = variant == "rag" or variant in MEMORY_SYSTEMS
+    config.env.rag_top_k = config.eval.rag_top_k if shows_memory else 0
+    if shows_memory:
         config.rollout.introspective_top_k = 0
     config.rollout.stage1 = variant != "no_memory"
+    config.env.rag_replace = variant in MEMORY_SYSTEMS
+    config.rollout.stage1_agent = variant not in MEMORY_SYSTEMS  # the system takes Stage 1 in; no tools to act with
     if not config.eval.distractors or variant == "no_memory":
         config.distractors.count = 0
     validate_tree(config)

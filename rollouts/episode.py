@@ -114,6 +114,8 @@ class Episode:
             stages = self.stages or qa_stages(self.task, self.distractors, config)
             for turn, text in enumerate(stages.facts):
                 env.add_user(text, kind="fact")
+                if not config.stage1_agent:
+                    continue  # a memory system took the turn in (env.add_user); the agent has no tools to act with
                 if config.stage1_mode == "turns" and config.introspective_top_k:
                     env.introspect(text, config.introspective_top_k)
                 yield from self._answer_turn(1, turn)

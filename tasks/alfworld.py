@@ -218,8 +218,11 @@ class GameEpisode(Episode):
                     won, said, admissible = state.won, state.observation, True
                 self.transcript.append({"command": command, "admissible": admissible, "observation": said})
                 if not won and steps < settings.max_env_steps:
-                    env.add_user(self._with_commands(f"{header} {said}", state), kind="observation")
+                    # a memory system is handed what happened (not the command list): a command and its result
+                    observed = f'Task "{self.task.question}": "{command}" -> {said}' if admissible else ""
+                    env.add_user(self._with_commands(f"{header} {said}", state), kind="observation", observed=observed)
             ended_by = "won" if won else "step_limit"
+            env.observe(self._outcome(won, steps))  # a memory system keeps the game's outcome for later games
             if settings.debrief_replies and "Add_memory" in env.offered:
                 try:
                     yield from self._debrief(won, steps, said)
@@ -255,14 +258,15 @@ class GameEpisode(Episode):
         self.limit_hits.append({"stage": 3, "turn": turn, "limit": "turn"})
         return None
 
+    def _outcome(self, won: bool, steps: int) -> str:
+        task = self.task.question
+        if won:
+            return f'You completed the task "{task}" in {steps} steps.'
+        return f'The task "{task}" was not completed within {self.settings.max_env_steps} steps.'
+
     def _debrief(self, won: bool, steps: int, said: str) -> Generator[GenerationRequest, Completion, None]:
         """Tell the agent how the game ended and let it store what worked (its ``<answer>`` ends the game)."""
-        task = self.task.question
-        outcome = (
-            f'You completed the task "{task}" in {steps} steps.'
-            if won
-            else f'The task "{task}" was not completed within {self.settings.max_env_steps} steps.'
-        )
+        outcome = self._outcome(won, steps)
         self.env.add_user(
             f"{said}\n\nThe game is over. {outcome} Store what may help in later games with your memory tools, then "
             "reply with <answer>done</answer>.",

@@ -127,6 +127,9 @@ class EnvConfig:
     """tools the agent is offered (prompt, schemas, execution); a call to any other is an unknown-tool error."""
     rag_top_k: int = 0
     """before every agent step, show the top-k LTM entries for the latest user message (the -RAG ablation); 0 = off."""
+    rag_replace: bool = False
+    """each rag_top_k block replaces the previous one, so the context holds only the latest retrieval (the
+    memory-system baselines, whose memory changes at every message); false: blocks pile up (the -RAG ablation)."""
 
     def validate(self) -> None:
         unknown = [name for name in self.tools if name not in TOOLS]  # the registry: a registered tool is valid
@@ -369,6 +372,9 @@ class RolloutConfig:
     """turns mode: LTM entries retrieved for each incoming Stage-1 message and shown before the agent acts; 0 = off."""
     stage1: bool = True
     """play Stage 1 (the task's facts as user turns); false: the question arrives without them (no-memory baseline)."""
+    stage1_agent: bool = True
+    """the agent answers each Stage-1 turn (and may store it); false: the turns only reach a memory system that
+    writes memory itself (the Mem0 / A-Mem / LangMem baselines), and the agent first acts in Stage 2."""
     stage1_max_steps: int = 16
     """Stage-1 round limit: agent steps (LLM calls) in the stage; later turns then arrive unanswered."""
     stage2_max_steps: int = 10

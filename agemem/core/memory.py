@@ -105,6 +105,35 @@ class MemoryStore(Protocol):
     def __len__(self) -> int: ...
 
 
+COST_KEYS = ("calls", "prompt_tokens", "completion_tokens", "seconds")
+"""what a memory system's :meth:`ObservingMemory.spent` counts: LLM calls, their prompt and completion tokens, and
+the wall seconds the system spent (its LLM calls, embeddings and stores together)."""
+
+
+@runtime_checkable
+class ObservingMemory(MemoryStore, Protocol):
+    """A memory system that writes long-term memory itself from the conversation it observes (Mem0, A-Mem,
+    LangMem: the paper's baselines), instead of the agent calling Add/Update/Delete.
+
+    The environment hands it every incoming user message (:meth:`observe`) and searches it with
+    :meth:`MemoryStore.retrieve`; what the system spends doing so is read from :meth:`spent` before and after each
+    call, so an episode's cost is exact even when episodes share the system.
+    """
+
+    def observe(self, text: str, *, scope: str = DEFAULT_SCOPE) -> None:
+        """Let the system extract, update or link memories from one incoming message."""
+        ...
+
+    def spent(self) -> dict[str, float]:
+        """Running totals of :data:`COST_KEYS` since the system was built."""
+        ...
+
+
+def cost_delta(after: dict[str, float], before: dict[str, float]) -> dict[str, float]:
+    """What was spent between two :meth:`ObservingMemory.spent` readings."""
+    return {key: after.get(key, 0.0) - before.get(key, 0.0) for key in COST_KEYS}
+
+
 def unknown_id_message(memory_id: Any, known_ids: list[str]) -> str:
     """What every store says about an id it does not hold: the id, and the most recent ids it does hold."""
     recent = known_ids[-5:]
