@@ -31,8 +31,6 @@ class MemorySystemConfig:
     """seconds one LLM call may take before it fails (and the endpoint check before the run)."""
     search_threshold: float = 0.0
     """mem0 / mem0g: minimum similarity of a memory a search returns."""
-    amem_evolution_threshold: int = 100
-    """amem: notes between A-Mem's consolidations (its ``evo_threshold``)."""
     langmem_enable_deletes: bool = False
     """langmem: let the memory manager delete memories (LangMem's default: off)."""
 

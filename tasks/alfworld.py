@@ -217,10 +217,12 @@ class GameEpisode(Episode):
                     state = self._world(lambda command=command: world.step(command))  # type: ignore[union-attr]
                     won, said, admissible = state.won, state.observation, True
                 self.transcript.append({"command": command, "admissible": admissible, "observation": said})
+                # a memory system is handed what happened (not the command list): a command and its result
+                observed = f'Task "{self.task.question}": "{command}" -> {said}' if admissible else ""
                 if not won and steps < settings.max_env_steps:
-                    # a memory system is handed what happened (not the command list): a command and its result
-                    observed = f'Task "{self.task.question}": "{command}" -> {said}' if admissible else ""
                     env.add_user(self._with_commands(f"{header} {said}", state), kind="observation", observed=observed)
+                else:
+                    env.observe(observed)  # the last command (the winning one, say) is remembered too
             ended_by = "won" if won else "step_limit"
             env.observe(self._outcome(won, steps))  # a memory system keeps the game's outcome for later games
             if settings.debrief_replies and "Add_memory" in env.offered:

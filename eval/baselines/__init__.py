@@ -50,6 +50,8 @@ class BuiltSystem:
             **self.store.system.settings(),
             "endpoint": type(self.endpoint).__name__,
             "upstream": getattr(self.endpoint, "upstream", None),
+            "failed_calls": {**self.store.failures, "llm": self.endpoint.meter.failures},
+            "last_failure": self.store.last_failure,
         }
 
     def close(self) -> None:
@@ -71,7 +73,9 @@ def open_endpoint(config: EvalRunConfig, backend: Backend) -> EngineServer | For
     if upstream:
         model = settings.model or config.engine.openai.model
         check_reachable(upstream, settings.timeout_s)
-        return ForwardingServer(upstream, model, timeout_s=settings.timeout_s, api_key=settings.api_key)
+        return ForwardingServer(
+            upstream, model, timeout_s=settings.timeout_s, api_key=settings.api_key, max_tokens_cap=settings.max_tokens
+        )
     chat = EngineChat(backend.engine, backend.tokenizer, sampling_params(config.sampling))
     return EngineServer(
         chat, settings.model or config.policy.model, max_tokens_cap=settings.max_tokens, seed=config.sampling.seed
@@ -87,7 +91,14 @@ def build_memory_system(
     settings = config.eval.memory_system
     endpoint = open_endpoint(config, backend)
     try:
-        llm = LLMTarget(endpoint.base_url, endpoint.model, settings.api_key, settings.temperature, settings.max_tokens)
+        llm = LLMTarget(
+            endpoint.base_url,
+            endpoint.model,
+            settings.api_key,
+            settings.temperature,
+            settings.max_tokens,
+            settings.timeout_s,
+        )
         system: MemorySystem
         if variant in ("mem0", "mem0g"):
             from agemem.eval.baselines.mem0 import Mem0System
@@ -98,8 +109,7 @@ def build_memory_system(
         elif variant == "amem":
             from agemem.eval.baselines.amem import AMemSystem
 
-            path = sentence_transformer_path(config.env.encoder.model)
-            system = AMemSystem(llm, path, folder / variant, evolution_threshold=settings.amem_evolution_threshold)
+            system = AMemSystem(llm, sentence_transformer_path(config.env.encoder.model), folder / variant)
         elif variant == "langmem":
             from agemem.eval.baselines.langmem import LangMemSystem
 

@@ -32,17 +32,16 @@ from agemem.eval.baselines.libraries import ErrorCounter, LLMTarget, require, ve
 class AMemSystem:
     name = "amem"
 
-    def __init__(self, llm: LLMTarget, encoder_path: str, folder: Path, *, evolution_threshold: int):
+    def __init__(self, llm: LLMTarget, encoder_path: str, folder: Path):
         os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")  # chromadb reads it when it starts
         os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm (imported by A-Mem) stays offline
-        self.system_cls = require("agentic_memory.memory_system", "AgenticMemorySystem", extra="baselines")
-        self.openai_cls = require("openai", "OpenAI", extra="baselines")
+        module = require("agentic_memory.memory_system", extra="baselines")
+        self.system_cls, self.note_cls = module.AgenticMemorySystem, module.MemoryNote
         for noisy in ("agentic_memory", "chromadb"):
             logging.getLogger(noisy).setLevel(logging.WARNING)
         self.llm = llm
         self.encoder_path = encoder_path
         self.folder = folder
-        self.evolution_threshold = evolution_threshold
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir(parents=True, exist_ok=True)
         self._systems: dict[str, Any] = {}
@@ -69,12 +68,11 @@ class AMemSystem:
                 model_name=self.encoder_path,
                 llm_backend="openai",
                 llm_model=self.llm.model,
-                evo_threshold=self.evolution_threshold,
                 api_key=self.llm.api_key,
                 storage_path=str(self.folder / f"scope_{next(self._fresh):06d}"),
             )
             # A-Mem's OpenAI controller reads no base URL: point its client at the harness's endpoint
-            system.llm_controller.llm.client = self.openai_cls(api_key=self.llm.api_key, base_url=self.llm.base_url)
+            system.llm_controller.llm.client = self.llm.openai_client()
             self._systems[scope] = system
             self._order[scope] = []
         return self._systems[scope]
@@ -105,19 +103,30 @@ class AMemSystem:
         notes = [(note_id, system.read(note_id)) for note_id in self._order[scope]]
         return [Recalled(note_id, _note_text(vars(note))) for note_id, note in notes if note is not None]
 
-    def insert(self, texts: list[str], scope: str) -> None:
+    def dump(self, scope: str) -> list[dict[str, Any]]:
+        """Each note whole (content, keywords, context, tags, links, ...), oldest first."""
+        system = self._systems.get(scope)
+        if system is None:
+            return []
+        notes = (system.read(note_id) for note_id in self._order[scope])
+        return [dict(vars(note)) for note in notes if note is not None]
+
+    def restore(self, records: list[dict[str, Any]], scope: str) -> None:
+        """The notes written back as they were, straight into Chroma and A-Mem's cache: ``add_note`` would ask the
+        LLM again (analysis, evolution) and could rewrite the neighbours."""
         system = self._system(scope)
-        for text in texts:
-            # keywords/context/tags given: add_note skips the LLM analysis; the evolution pass still runs
-            content = text.split("\n(context: ", 1)[0]
-            with self._quiet():
-                note_id = system.add_note(content, keywords=["restored"], context="restored", tags=["restored"])
-            self._order[scope].append(note_id)
+        for record in records:
+            note = self.note_cls(**record)
+            system.retriever.add_document(note.content, system._memory_note_to_metadata(note), note.id)
+            if system.cache_enabled:
+                system.cache.put(note.id, note)
+            self._order[scope].append(note.id)
 
     def clear(self, scope: str) -> None:
         system = self._systems.pop(scope, None)
         self._order.pop(scope, None)
         if system is not None:
+            system.retriever.client.close()  # Chroma keeps every client (and its open files) until closed
             shutil.rmtree(system.storage_path, ignore_errors=True)
 
     def settings(self) -> dict[str, Any]:
@@ -126,7 +135,6 @@ class AMemSystem:
             "vector_store": f"chromadb=={version_of('chromadb')} (embedded)",
             "llm": {"model": self.llm.model, "temperature": "A-Mem's own (1.0)", "max_tokens": self.llm.max_tokens},
             "embedder": self.encoder_path,
-            "evolution_threshold": self.evolution_threshold,
             "search": "search_agentic (nearest notes plus linked neighbours)",
             "llm_failures": self.printed_failures + self.logged.count,
         }

@@ -10,6 +10,7 @@ The agent gets no memory tools, so nothing but the system writes its memory.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,8 +57,12 @@ class MemorySystem(Protocol):
         """Everything the scope holds, oldest first (memory quality is scored on it)."""
         ...
 
-    def insert(self, texts: list[str], scope: str) -> None:
-        """Put memories back verbatim, without the LLM (resuming a run from a saved memory)."""
+    def dump(self, scope: str) -> list[dict[str, Any]]:
+        """The scope's memories as JSON records complete enough for :meth:`restore` to put them back as they were."""
+        ...
+
+    def restore(self, records: list[dict[str, Any]], scope: str) -> None:
+        """Put :meth:`dump`'s records back into an empty scope without calling the LLM (resuming a run)."""
         ...
 
     def clear(self, scope: str) -> None: ...
@@ -75,6 +80,9 @@ class SystemMemory:
     ``retrieve`` is the system's search; ``add`` / ``update`` / ``delete`` refuse, because in a baseline variant
     only the system writes memory (the agent is offered no memory tools, so they are never called by it).
     ``spent`` adds the system's wall seconds to its endpoint's LLM counts.
+
+    A library that raises (its LLM endpoint failed, a reply it could not handle) does not end the run: the message
+    goes unremembered, or the search shows nothing, and the failure is counted (``failures``) and logged.
     """
 
     def __init__(self, system: MemorySystem, meter: UsageMeter):
@@ -83,6 +91,9 @@ class SystemMemory:
         self.seconds = 0.0
         self.scopes: set[str] = set()
         """the scopes this store has written (a snapshot saves each)."""
+        self.failures: dict[str, int] = {"observe": 0, "search": 0}
+        """library calls that raised, by verb."""
+        self.last_failure: str | None = None
 
     # ------------------------------------------------------------ ObservingMemory
     def observe(self, text: str, *, scope: str = DEFAULT_SCOPE) -> None:
@@ -90,6 +101,8 @@ class SystemMemory:
         started = time.perf_counter()
         try:
             self.system.observe(text, scope)
+        except Exception as err:  # any library failure costs this message, never the run
+            self._failed("observe", err)
         finally:
             self.seconds += time.perf_counter() - started
 
@@ -109,10 +122,18 @@ class SystemMemory:
         started = time.perf_counter()
         try:
             found = self.system.search(query, top_k, scope)[:top_k]
+        except Exception as err:  # any library failure costs this search, never the run
+            self._failed("search", err)
+            found = []
         finally:
             self.seconds += time.perf_counter() - started
         entries = [self._entry(r, scope) for r in found]
         return MemoryResult("retrieve", True, entries, [r.score for r in found], count_message(len(found), "found"))
+
+    def _failed(self, verb: str, err: Exception) -> None:
+        self.failures[verb] += 1
+        self.last_failure = f"{verb}: {type(err).__name__}: {err}"[:500]
+        logging.getLogger(__name__).warning("%s %s failed: %s", self.system.name, verb, self.last_failure)
 
     # ------------------------------------------------------------ MemoryStore: the agent may not write
     def add(self, content: str, metadata: dict[str, Any] | None = None, *, scope: str = DEFAULT_SCOPE) -> MemoryResult:
@@ -152,11 +173,11 @@ class SystemMemory:
 
     # ------------------------------------------------------------ snapshots (ALFWorld resumes from one)
     def save(self, path: str | Path) -> Path:
-        """The texts of every scope's memories (a resumed run re-inserts them without the LLM)."""
+        """Every scope's memories as the system dumps them (a resumed run restores them without the LLM)."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".tmp.npz")
-        scopes = {scope: [r.text for r in self.system.memories(scope)] for scope in sorted(self.scopes)}
+        scopes = {scope: self.system.dump(scope) for scope in sorted(self.scopes)}
         np.savez(tmp, memory_system=np.array(self.system.name), scopes=np.array(json.dumps(scopes)))
         tmp.replace(path)
         return path
@@ -169,9 +190,9 @@ class SystemMemory:
             raise SnapshotError(f"{path} is not a memory-system snapshot ({err})") from err
         if name != self.system.name:
             raise SnapshotError(f"{path} holds {name}'s memory, not {self.system.name}'s")
-        for scope, texts in scopes.items():
+        for scope, records in scopes.items():
             self.system.clear(scope)
-            self.system.insert(texts, scope)
+            self.system.restore(records, scope)
             self.scopes.add(scope)
 
     def close(self) -> None:

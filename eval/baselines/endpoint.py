@@ -214,6 +214,9 @@ class EngineServer(_Server):
             saved, self.chat.sampling = self.chat.sampling, sampling
             try:
                 reply = self.chat(chat_messages(messages), tools, seed)
+            except Exception as err:  # the client gets a 502 it can report, not a dropped connection
+                self.meter.book(0, 0, failed=True)
+                return 502, {"error": {"message": f"the engine failed: {type(err).__name__}: {err}"}}
             finally:
                 self.chat.sampling = saved
         self.meter.book(reply.prompt_tokens, reply.completion_tokens, failed=reply.error is not None)
@@ -240,19 +243,23 @@ class EngineServer(_Server):
 
 class ForwardingServer(_Server):
     """A metering proxy: ``/v1/chat/completions`` forwarded to ``upstream`` (another OpenAI-compatible server),
-    its ``usage`` booked. An unreachable upstream is a 502 whose message names the URL."""
+    ``max_tokens`` capped at ``max_tokens_cap``, its ``usage`` booked. An unreachable upstream is a 502 whose
+    message names the URL."""
 
-    def __init__(self, upstream: str, model: str, *, timeout_s: float, api_key: str = "EMPTY"):
+    def __init__(self, upstream: str, model: str, *, timeout_s: float, max_tokens_cap: int, api_key: str = "EMPTY"):
         import httpx
 
         self.upstream = upstream.rstrip("/")
+        self.max_tokens_cap = max_tokens_cap
         self._client = httpx.Client(timeout=timeout_s, headers={"authorization": f"Bearer {api_key}"})
         super().__init__(model)
 
     def complete(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         import httpx
 
-        body = {**body, "stream": False}
+        # every system's replies are capped alike (A-Mem sends no max_tokens; a server's default may be its context)
+        requested = body.pop("max_completion_tokens", None) or body.get("max_tokens") or self.max_tokens_cap
+        body = {**body, "stream": False, "max_tokens": min(int(requested), self.max_tokens_cap)}
         try:
             response = self._client.post(f"{self.upstream}/chat/completions", json=body)
         except httpx.HTTPError as err:

@@ -42,7 +42,8 @@ class LangMemSystem:
             api_key=llm.api_key,
             temperature=llm.temperature,
             max_tokens=llm.max_tokens,
-            max_retries=0,  # the harness counts calls: a retried call would be a hidden second one
+            max_retries=0,  # a failure is reported, not retried into a second call
+            timeout=llm.timeout_s,
         )
         self.manager = create_manager(
             model, namespace=("memories", "{scope}"), store=self.store, enable_deletes=enable_deletes
@@ -64,9 +65,13 @@ class LangMemSystem:
         items = sorted(items, key=lambda item: item.created_at)
         return [Recalled(item.key, _content(item.value)) for item in items]
 
-    def insert(self, texts: list[str], scope: str) -> None:
-        for i, text in enumerate(texts):
-            self.store.put(("memories", scope), f"restored-{i}", {"kind": "Memory", "content": {"content": text}})
+    def dump(self, scope: str) -> list[dict[str, Any]]:
+        items = sorted(self.store.search(("memories", scope), limit=10_000), key=lambda item: item.created_at)
+        return [{"key": item.key, "value": item.value} for item in items]
+
+    def restore(self, records: list[dict[str, Any]], scope: str) -> None:
+        for record in records:
+            self.store.put(("memories", scope), record["key"], record["value"])
 
     def clear(self, scope: str) -> None:
         for item in self.store.search(("memories", scope), limit=10_000):

@@ -22,6 +22,13 @@ class LLMTarget:
     api_key: str = "EMPTY"
     temperature: float = 0.0
     max_tokens: int = 1024
+    timeout_s: float = 600.0
+
+    def openai_client(self) -> Any:
+        """An ``openai.OpenAI`` client for this endpoint: the run's timeout, and no retries (a retried call would be
+        a second call the harness books; a failure is reported instead)."""
+        openai = require("openai", extra="baselines")
+        return openai.OpenAI(base_url=self.base_url, api_key=self.api_key, timeout=self.timeout_s, max_retries=0)
 
 
 def require(module: str, attribute: str | None = None, *, extra: str) -> Any:

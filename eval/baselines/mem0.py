@@ -88,6 +88,9 @@ class Mem0System:
         if graph:
             self.config["graph_store"] = {"provider": "kuzu", "config": {"db": str(folder / "graph.kuzu")}}
         self.memory = memory_cls.from_config(self.config)
+        self.memory.llm.client = llm.openai_client()  # the run's timeout, no hidden retries
+        if graph:
+            self.memory.graph.llm.client = llm.openai_client()
         self.encoder_name = encoder.name
 
     def observe(self, text: str, scope: str) -> None:
@@ -105,13 +108,25 @@ class Mem0System:
         rows = sorted(held.get("results", []), key=lambda r: r.get("created_at") or "")
         return [Recalled(r["id"], r["memory"]) for r in rows] + [_relation(r) for r in held.get("relations", [])]
 
-    def insert(self, texts: list[str], scope: str) -> None:
-        facts = [t for t in texts if not t.startswith(_RELATION_PREFIX)]  # relations are rebuilt by the graph's LLM
-        if facts:
-            self.memory.add([{"role": "user", "content": t} for t in facts], user_id=scope, infer=False)
+    def dump(self, scope: str) -> list[dict[str, Any]]:
+        return [{"text": r.text} for r in self.memories(scope) if r.kind == "memory"]
+
+    def restore(self, records: list[dict[str, Any]], scope: str) -> None:
+        """The memories back verbatim (``infer=False``); a graph's relations are not restored: rebuilding them
+        would take the graph's LLM calls, booked on no episode."""
+        if not records:
+            return
+        enable_graph, self.memory.enable_graph = self.memory.enable_graph, False
+        try:
+            self.memory.add([{"role": "user", "content": r["text"]} for r in records], user_id=scope, infer=False)
+        finally:
+            self.memory.enable_graph = enable_graph
 
     def clear(self, scope: str) -> None:
-        self.memory.delete_all(user_id=scope)
+        for _ in range(10_000):  # Mem0 deletes at most the 100 memories its store lists per call
+            self.memory.delete_all(user_id=scope)
+            if not self.memory.get_all(user_id=scope, limit=1).get("results"):
+                return
 
     def settings(self) -> dict[str, Any]:
         llm = self.config["llm"]["config"]
@@ -128,6 +143,7 @@ class Mem0System:
 
     def close(self) -> None:
         self.errors.detach()
+        self.memory.close()  # its SQLite history
         client = getattr(getattr(self.memory, "vector_store", None), "client", None)
         if client is not None and hasattr(client, "close"):
             client.close()  # local Qdrant holds a lock on its folder until closed

@@ -129,8 +129,11 @@ class ListSystem:
     def memories(self, scope):
         return [Recalled(f"m{i}", t) for i, t in enumerate(self.held.get(scope, []))]
 
-    def insert(self, texts, scope):
-        self.held.setdefault(scope, []).extend(texts)
+    def dump(self, scope):
+        return [{"text": t} for t in self.held.get(scope, [])]
+
+    def restore(self, records, scope):
+        self.held.setdefault(scope, []).extend(r["text"] for r in records)
 
     def clear(self, scope):
         self.held.pop(scope, None)
@@ -274,3 +277,65 @@ def test_results_keep_the_pinned_library_versions(tmp_path, tokenizer):
     assert settings["library"] == "mem0ai==1.0.11" and settings["graph"] == "kuzu==0.11.3"
     assert settings == results["memory_system"]
     assert results["J"] == 0.0 and results["MQ"] == 0.0  # nothing worth remembering was extracted
+
+
+class FailingSystem(ListSystem):
+    """Its library raises on every call, as one whose endpoint is down would."""
+
+    def observe(self, text, scope):
+        raise RuntimeError("the endpoint is down")
+
+    def search(self, query, top_k, scope):
+        raise RuntimeError("the endpoint is down")
+
+
+def test_a_library_that_raises_costs_the_message_not_the_run(tokenizer):
+    meter = UsageMeter()
+    store = SystemMemory(FailingSystem(meter), meter)
+    env = _env(store, "s")
+    env.add_user("apples grow on trees")  # no exception: the message goes unremembered
+    assert env.rag_retrieve() is None  # the search shows nothing
+    assert store.failures == {"observe": 1, "search": 1}
+    assert store.last_failure == "search: RuntimeError: the endpoint is down"
+
+    def broken(conversation):
+        raise RuntimeError("CUDA out of memory")
+
+    server = EngineServer(
+        EngineChat(MessagesEngine(tokenizer, broken), tokenizer, SamplingParams()), "m", max_tokens_cap=8
+    )
+    try:
+        reply = httpx.post(f"{server.base_url}/chat/completions", json={"messages": [{"role": "user", "content": "x"}]})
+        assert reply.status_code == 502 and "CUDA out of memory" in reply.json()["error"]["message"]
+        assert server.meter.failures == 1 and server.meter.calls == 1
+    finally:
+        server.close()
+
+
+@pytest.mark.parametrize("variant", MEMORY_SYSTEMS)
+def test_a_snapshot_of_each_library_restores_its_memory_without_the_llm(variant, tmp_path, tokenizer):
+    from agemem.eval.baselines import build_memory_system
+
+    tasks = load_tasks(AgeMemConfig())[:1]
+    facts = [f.text for f in tasks[0].supporting_facts if f.text]
+    model = MemorySystemsModel(facts, {}, {})
+    config = load_config(AgeMemConfig, overrides=[*FAST, "env.encoder.model=bundled:all-MiniLM-L6-v2"])
+    backend = Backend(MessagesEngine(tokenizer, model), tokenizer)
+    encoder = WordSetEncoder(dim=4096)
+    first = build_memory_system(variant, config, backend, encoder, tmp_path / "first")
+    try:
+        for fact in facts:
+            first.store.observe(f"By the way: {fact}", scope="run")
+        held = [e.content for e in first.store.entries(scope="run") if not e.content.startswith("relation: ")]
+        assert len(held) == len(facts)  # one memory per message, whichever library
+        path = first.store.save(tmp_path / "after_000001.npz")
+    finally:
+        first.close()
+    second = build_memory_system(variant, config, backend, encoder, tmp_path / "second")
+    try:
+        second.store.restore(path)
+        restored = [e.content for e in second.store.entries(scope="run")]
+        assert restored == held  # A-Mem's context and tags included
+        assert second.endpoint.meter.calls == 0  # nothing asked the LLM again
+    finally:
+        second.close()
