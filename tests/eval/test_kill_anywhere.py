@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from safetensors.torch import load_file
 
-from tests.train.launching import REPO, TIMEOUT_S, child_env
+from tests.train.launching import REPO, child_env, finish, kill_repeatedly
 
 pytestmark = pytest.mark.faults
 KILLS = 5
@@ -30,10 +30,6 @@ def agemem(*args: str) -> subprocess.Popen:
     return subprocess.Popen(command, cwd=REPO, env=child_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
-def finish(process: subprocess.Popen) -> None:
-    assert process.wait(timeout=TIMEOUT_S) == 0, process.stderr.read().decode()[-3000:]
-
-
 def lines(path: Path) -> int:
     try:
         return sum(1 for line in path.read_text().splitlines() if line.strip())
@@ -44,28 +40,23 @@ def lines(path: Path) -> int:
 def kill_and_resume(
     start: Callable[[], subprocess.Popen], progress: Callable[[], int], total: int, item_s: float, seed: int
 ) -> list[dict]:
-    """Start; SIGKILL once 0 to half the remaining items are done (0: in start-up), plus a random part of an
-    item; start again (it resumes); KILLS times or until done, then run to the end. Returns the kill points."""
-    rng, kills = random.Random(seed), []
-    while len(kills) < KILLS and progress() < total:
-        process = start()
+    """SIGKILL once 0 to half the remaining items are done (0: in start-up), plus a random part of an item; start
+    again (it resumes); KILLS times or until done, then run to the end. Returns the kill points."""
+
+    def plan(rng: random.Random) -> tuple[int, float]:
         done = progress()
-        target, extra = done + rng.randint(0, max(1, (total - done) // 2)), rng.uniform(0.0, 1.5 * item_s)
-        deadline = time.monotonic() + TIMEOUT_S
-        while progress() < target and process.poll() is None:
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
-        try:
-            process.wait(timeout=extra)
-        except subprocess.TimeoutExpired:
-            process.send_signal(signal.SIGKILL)
-            process.wait()
-            kills.append({"after_item": target, "plus_s": round(extra, 2), "items_kept": progress()})
-            continue
-        assert process.returncode == 0, process.stderr.read().decode()[-3000:]
-    if progress() < total:
-        finish(start())
-    return kills
+        return done + rng.randint(0, max(1, (total - done) // 2)), rng.uniform(0.0, 1.5 * item_s)
+
+    return kill_repeatedly(
+        start,
+        progress=progress,
+        finished=lambda: progress() >= total,
+        plan=plan,
+        kills=KILLS,
+        seed=seed,
+        label="after_item",
+        after_kill=lambda: {"items_kept": progress()},
+    )
 
 
 def stable(record: dict) -> dict:

@@ -11,10 +11,15 @@ ranks in a gloo process group (DDP) or a DeepSpeed engine on gloo.
 from __future__ import annotations
 
 import os
+import random
+import signal
 import socket
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -66,3 +71,49 @@ def run(command: list[str], *, check: bool = True) -> subprocess.CompletedProces
     if check:
         assert result.returncode == 0, f"{command} failed:\n{result.stdout[-4000:]}\n{result.stderr[-8000:]}"
     return result
+
+
+def finish(process: subprocess.Popen) -> None:
+    """Wait for ``process`` (started with ``stderr=PIPE``); it must exit 0."""
+    assert process.wait(timeout=TIMEOUT_S) == 0, process.stderr.read().decode()[-3000:]
+
+
+def kill_repeatedly(
+    start: Callable[[], subprocess.Popen],
+    *,
+    progress: Callable[[], int],
+    finished: Callable[[], bool],
+    plan: Callable[[random.Random], tuple[int, float]],
+    kills: int,
+    seed: int,
+    label: str = "after",
+    before_kill: Callable[[], dict[str, Any]] = dict,
+    after_kill: Callable[[], dict[str, Any]] = dict,
+) -> list[dict[str, Any]]:
+    """SIGKILL a command at random points, re-running it (it resumes) after each, ``kills`` times or until
+    ``finished()``; then run it to the end. Returns the kill points.
+
+    Each attempt: ``start()``; ``plan(rng)`` gives the progress to wait for and the seconds to wait beyond it
+    (0 progress past the current: a kill in start-up); a process still running then gets SIGKILL (no handler, no
+    clean-up: only what is on disk survives) and the point is recorded as ``{label: target, "plus_s": extra}``
+    with what ``before_kill()`` and ``after_kill()`` add. A process that ends first must exit 0."""
+    rng, points = random.Random(seed), []
+    while len(points) < kills and not finished():
+        process = start()
+        target, extra = plan(rng)
+        deadline = time.monotonic() + TIMEOUT_S
+        while progress() < target and process.poll() is None:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        try:
+            process.wait(timeout=extra)
+        except subprocess.TimeoutExpired:
+            seen = before_kill()
+            process.send_signal(signal.SIGKILL)
+            process.wait()
+            points.append({label: target, "plus_s": round(extra, 2), **seen, **after_kill()})
+            continue
+        assert process.returncode == 0, process.stderr.read().decode()[-3000:]
+    if not finished():
+        finish(start())
+    return points

@@ -25,7 +25,7 @@ import torch
 
 from agemem.core.runs import latest_checkpoint, read_trainer_state
 from agemem.train.preemption import MARKER_NAME
-from tests.train.launching import REPO, TIMEOUT_S, child_env, launch_prefix, run
+from tests.train.launching import REPO, TIMEOUT_S, child_env, kill_repeatedly, launch_prefix, run
 from tests.train.tiny_run import TINY, metrics, weights
 
 pytestmark = [
@@ -166,31 +166,28 @@ def test_agemem_train_killed_anywhere_resumes_to_the_uninterrupted_run(tmp_path)
     reference_metrics = metrics(reference / "metrics.jsonl")
     raw = [json.loads(line) for line in (reference / "metrics.jsonl").read_text().splitlines()]
     step_s = sum(m["time/step_s"] for m in raw) / len(raw)
-    out, rng, kills = tmp_path / "run", random.Random(0), []
-    while len(kills) < KILLS and not _finished(out):
+    out = tmp_path / "run"
+
+    def plan(rng: random.Random) -> tuple[int, float]:
         checkpoint = latest_checkpoint(out)
         done = read_trainer_state(checkpoint).step if checkpoint else 0
-        process = _train(out, resume=checkpoint is not None)
-        target, extra = done + rng.randint(0, 2), rng.uniform(0.0, 1.2 * step_s)
-        deadline = time.monotonic() + TIMEOUT_S
-        while _logged_steps(out) < target and process.poll() is None:
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
-        try:
-            process.wait(timeout=extra)
-        except subprocess.TimeoutExpired:
-            saving = any((out / "checkpoints").glob("*.tmp"))
-            process.send_signal(signal.SIGKILL)  # no handler, no clean-up: only what is on disk survives
-            process.wait()
-            after = latest_checkpoint(out)
-            kills.append({
-                "after_step": target, "plus_s": round(extra, 2), "while_saving": saving,
-                "checkpoint_left": after.name if after else None,
-            })  # fmt: skip
-            continue
-        assert process.returncode == 0, process.stderr.read().decode()[-3000:]
-    if not _finished(out):
-        assert _train(out, resume=latest_checkpoint(out) is not None).wait(timeout=TIMEOUT_S) == 0
+        return done + rng.randint(0, 2), rng.uniform(0.0, 1.2 * step_s)
+
+    def left() -> dict:
+        after = latest_checkpoint(out)
+        return {"checkpoint_left": after.name if after else None}
+
+    kills = kill_repeatedly(
+        lambda: _train(out, resume=latest_checkpoint(out) is not None),
+        progress=lambda: _logged_steps(out),
+        finished=lambda: _finished(out),
+        plan=plan,
+        kills=KILLS,
+        seed=0,
+        label="after_step",
+        before_kill=lambda: {"while_saving": any((out / "checkpoints").glob("*.tmp"))},
+        after_kill=left,
+    )
     print(f"\n{len(kills)} kill points; uninterrupted run {full_s:.0f} s, {step_s:.1f} s a step: {kills}")
     assert len(kills) == KILLS, kills
     assert metrics(out / "metrics.jsonl") == reference_metrics
