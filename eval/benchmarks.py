@@ -70,6 +70,24 @@ BUILTIN: dict[str, Entry] = {
             Option("--split", "alfworld.split", "games to play (alfworld.split)", ("valid_seen", "valid_unseen")),
         ),
     ),
+    "sciworld": Entry(
+        "agemem.eval.games",
+        "sciworld",
+        "ScienceWorld tasks with the memory tools: SR and the environment's score per topic, steps, TC",
+        "sciworld.limit",
+    ),
+    "pddl": Entry(
+        "agemem.eval.games",
+        "pddl",
+        "PDDL problems (Blocksworld, Gripper, Tyreworld, Barman) with the memory tools: PR and SR per domain, TC",
+        "pddl.limit",
+    ),
+    "babyai": Entry(
+        "agemem.eval.games",
+        "babyai",
+        "BabyAI levels described in text, with the memory tools: SR per level family, steps, TC",
+        "babyai.limit",
+    ),
 }
 """the benchmarks that ship with agemem: ``agemem eval <name>``."""
 

@@ -1,9 +1,10 @@
 """Tasks: what an episode plays and how it is scored, by name (:mod:`agemem.tasks.base`).
 
-Importing the package registers the built-in tasks: ``hotpotqa``, ``synthetic``, ``alfworld``.
+Importing the package registers the built-in tasks: ``hotpotqa``, ``synthetic``, and the text games
+(:mod:`agemem.tasks.games`) ``alfworld``, ``sciworld``, ``pddl``, ``babyai``.
 """
 
-from agemem.tasks import alfworld, hotpotqa, synthetic  # noqa: F401  (each registers its task)
+from agemem.tasks import alfworld, babyai, hotpotqa, pddl, sciworld, synthetic  # noqa: F401  (each registers its task)
 from agemem.tasks.base import (
     TaskSpec,
     get_task,

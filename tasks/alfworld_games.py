@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from agemem.core.configlib import ConfigError
+from agemem.tasks.textgame import GameState, round_robin
 
 TASK_TYPES: tuple[str, ...] = (
     "pick_and_place_simple",
@@ -77,14 +78,10 @@ class Game:
     task_type: str
     """one of :data:`TASK_TYPES`, read from the task folder's name."""
 
-
-@dataclass
-class GameState:
-    observation: str
-    """what the game says (the welcome banner removed)."""
-    admissible: list[str]
-    """the commands the game accepts now, sorted."""
-    won: bool
+    @property
+    def source(self) -> str:
+        """the game file, as a task record carries it (:class:`agemem.tasks.textgame.GameRef`)."""
+        return str(self.path)
 
 
 # --------------------------------------------------------------------------------------------- finding games
@@ -139,11 +136,7 @@ def discover_games(data_dir: str, split: str) -> list[Game]:
         by_type[task_type].append(Game(f"{task_folder}/{trial.name}", game_file, task_type))
     if not any(by_type.values()):
         raise ConfigError(f"{folder} holds no solvable ALFWorld game (*/*/{GAME_FILE}); {DOWNLOAD_HINT}")
-    games = []
-    queues = [list(games_of_type) for games_of_type in by_type.values()]
-    while any(queues):
-        games.extend(queue.pop(0) for queue in queues if queue)
-    return games
+    return round_robin(by_type, TASK_TYPES)
 
 
 def _solvable(game_file: Path) -> bool:
@@ -234,7 +227,9 @@ class TextGame:
     def reset(self) -> GameState:
         with _argv_kept():
             self._state = self._env.reset()
-        return self._game_state()
+        state = self._game_state()
+        state.goal = task_text(state.observation)
+        return state
 
     def step(self, command: str) -> GameState:
         """Send one command; an inadmissible one leaves the game as it was ("Nothing happens.")."""
@@ -256,7 +251,8 @@ class TextGame:
     def _game_state(self) -> GameState:
         state = self._state
         observation = _BANNER.sub("", state.feedback or "").strip()
-        return GameState(observation, sorted(state["admissible_commands"] or []), bool(state["won"]))
+        won = bool(state["won"])
+        return GameState(observation, sorted(state["admissible_commands"] or []), won, progress=float(won))
 
     def __enter__(self) -> TextGame:
         return self

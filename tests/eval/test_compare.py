@@ -168,9 +168,9 @@ def test_bad_benchmarks_and_variants_are_errors_naming_the_choices(tmp_path, cap
     for argv, message in (
         (
             ["--benchmark", "hotpotqa", "--benchmark", "nope"],
-            "unknown benchmark 'nope'; choose one of alfworld, hotpotqa",
+            "unknown benchmark 'nope'; choose one of alfworld, babyai, hotpotqa, pddl, sciworld",
         ),
-        ([], "name at least one --benchmark; choose from alfworld, hotpotqa"),
+        ([], "name at least one --benchmark; choose from alfworld, babyai, hotpotqa, pddl, sciworld"),
         (["--benchmark", "hotpotqa", "--benchmark", "hotpotqa"], "hotpotqa given twice"),
         (["--benchmark", "hotpotqa", "--variant", "mem1"], "invalid choice: 'mem1' (choose from"),
     ):

@@ -27,7 +27,7 @@ def test_the_games_load_as_tasks_with_an_empty_stage_2_and_the_game_prompt():
     spec = get_task("alfworld")
     tasks = load_tasks(config)
     assert [t.id for t in tasks] == [g.id for g in discover_games(str(DATA), "valid_seen")]
-    assert all(t.metadata["benchmark"] == "alfworld" and Path(t.metadata["game_file"]).is_file() for t in tasks)
+    assert all(t.metadata["benchmark"] == "alfworld" and Path(t.metadata["source"]).is_file() for t in tasks)
     assert not spec.uses_distractors and spec.stages(tasks[0], [], config.rollout).facts == []
     configured = spec.configure(config)
     assert "ALFWorld" in configured.env.system_prompt and not config.env.system_prompt  # a copy, not an edit

@@ -30,6 +30,7 @@ def test_the_built_in_tasks_are_registered_and_sources_resolve_to_them():
     for source, name in [
         ("synthetic", "synthetic"),
         ("alfworld", "alfworld"),
+        ("pddl", "pddl"),
         ("hotpotqa", "hotpotqa"),
         ("bundled:hotpotqa", "hotpotqa"),
         ("hotpotqa/hotpot_qa", "hotpotqa"),
@@ -39,7 +40,10 @@ def test_the_built_in_tasks_are_registered_and_sources_resolve_to_them():
 
 
 def test_an_unknown_task_names_the_known_ones_and_the_fix():
-    with pytest.raises(ConfigError, match=r"no task named 'nope'; known tasks: alfworld, hotpotqa, synthetic.*fix"):
+    with pytest.raises(
+        ConfigError,
+        match=r"no task named 'nope'; known tasks: alfworld, babyai, hotpotqa, pddl, sciworld, synthetic.*fix",
+    ):
         get_task("nope")
     with pytest.raises(ConfigError, match=r"data.source='synthtic' names no task; known tasks: .*register_task"):
         task_for_source("synthtic")

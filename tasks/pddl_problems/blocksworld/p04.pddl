@@ -1,0 +1,20 @@
+(define (problem blocksworld-p04)
+  (:domain blocksworld)
+  (:objects
+    b1 b2 b3 b4 - block
+  )
+  (:init
+    (arm-empty)
+    (clear b1)
+    (clear b3)
+    (clear b4)
+    (on b4 b2)
+    (on-table b1)
+    (on-table b2)
+    (on-table b3)
+  )
+  (:goal (and
+    (on b1 b4)
+    (on b2 b1)
+    (on b3 b2)
+  )))

@@ -1,0 +1,26 @@
+(define (problem blocksworld-p09)
+  (:domain blocksworld)
+  (:objects
+    b1 b2 b3 b4 b5 b6 b7 - block
+  )
+  (:init
+    (arm-empty)
+    (clear b2)
+    (clear b3)
+    (clear b7)
+    (on b3 b4)
+    (on b4 b5)
+    (on b5 b6)
+    (on b6 b1)
+    (on-table b1)
+    (on-table b2)
+    (on-table b7)
+  )
+  (:goal (and
+    (on b1 b5)
+    (on b2 b6)
+    (on b3 b7)
+    (on b5 b3)
+    (on b6 b4)
+    (on b7 b2)
+  )))

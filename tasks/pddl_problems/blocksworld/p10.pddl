@@ -1,0 +1,26 @@
+(define (problem blocksworld-p10)
+  (:domain blocksworld)
+  (:objects
+    b1 b2 b3 b4 b5 b6 b7 - block
+  )
+  (:init
+    (arm-empty)
+    (clear b5)
+    (clear b6)
+    (clear b7)
+    (on b1 b2)
+    (on b3 b4)
+    (on b5 b1)
+    (on b7 b3)
+    (on-table b2)
+    (on-table b4)
+    (on-table b6)
+  )
+  (:goal (and
+    (on b1 b6)
+    (on b2 b1)
+    (on b4 b7)
+    (on b5 b4)
+    (on b6 b3)
+    (on b7 b2)
+  )))

@@ -1,0 +1,23 @@
+(define (problem gripper-p08)
+  (:domain gripper)
+  (:objects
+    rooma roomb - room
+    ball1 ball2 ball3 ball4 ball5 ball6 - ball
+    left right - gripper
+  )
+  (:init
+    (at-robby rooma)
+    (free left)
+    (free right)
+    (at ball1 roomb)
+    (at ball2 roomb)
+    (at ball3 roomb)
+    (at ball4 rooma)
+    (at ball5 roomb)
+    (at ball6 roomb)
+  )
+  (:goal (and
+    (at ball4 roomb)
+    (at ball5 rooma)
+    (at ball6 rooma)
+  )))

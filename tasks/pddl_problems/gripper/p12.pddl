@@ -1,0 +1,22 @@
+(define (problem gripper-p12)
+  (:domain gripper)
+  (:objects
+    rooma roomb - room
+    ball1 ball2 ball3 ball4 - ball
+    left right - gripper
+  )
+  (:init
+    (at-robby roomb)
+    (free left)
+    (free right)
+    (at ball1 roomb)
+    (at ball2 roomb)
+    (at ball3 roomb)
+    (at ball4 rooma)
+  )
+  (:goal (and
+    (at ball1 rooma)
+    (at ball2 rooma)
+    (at ball3 rooma)
+    (at ball4 roomb)
+  )))

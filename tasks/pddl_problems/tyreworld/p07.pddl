@@ -1,0 +1,42 @@
+(define (problem tyreworld-p07)
+  (:domain tyreworld)
+  (:objects
+    boot - container
+    hub1 hub2 hub3 - hub
+    nut1 nut2 nut3 - nut
+    flat1 spare1 flat2 spare2 flat3 spare3 - wheel
+  )
+  (:init
+    (in wrench boot)
+    (in jack boot)
+    (in pump boot)
+    (unlocked boot)
+    (closed boot)
+    (intact spare1)
+    (in spare1 boot)
+    (not-inflated spare1)
+    (on flat1 hub1)
+    (on-ground hub1)
+    (tight nut1 hub1)
+    (fastened hub1)
+    (intact spare2)
+    (in spare2 boot)
+    (not-inflated spare2)
+    (on flat2 hub2)
+    (on-ground hub2)
+    (tight nut2 hub2)
+    (fastened hub2)
+    (intact spare3)
+    (in spare3 boot)
+    (not-inflated spare3)
+    (on flat3 hub3)
+    (on-ground hub3)
+    (tight nut3 hub3)
+    (fastened hub3)
+  )
+  (:goal (and
+    (in flat1 boot)
+    (in flat2 boot)
+    (inflated spare2)
+    (inflated spare3)
+  )))
