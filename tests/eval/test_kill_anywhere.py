@@ -37,21 +37,34 @@ def lines(path: Path) -> int:
         return 0
 
 
-def kill_and_resume(
-    start: Callable[[], subprocess.Popen], progress: Callable[[], int], total: int, item_s: float, seed: int
-) -> list[dict]:
-    """SIGKILL once 0 to half the remaining items are done (0: in start-up), plus a random part of an item; start
-    again (it resumes); KILLS times or until done, then run to the end. Returns the kill points."""
+def steps(path: Path) -> int:
+    """Stream steps logged: the lines of ``steps.jsonl`` but its first, the initial bank (step -1)."""
+    return max(0, lines(path) - 1)
 
-    def plan(rng: random.Random) -> tuple[int, float]:
+
+def kill_and_resume(
+    start: Callable[[], subprocess.Popen],
+    progress: Callable[[], int],
+    total: int,
+    item_s: float,
+    seed: int,
+    results: Path,
+    plan: Callable[[random.Random], tuple[int, float]] | None = None,
+) -> list[dict]:
+    """SIGKILL once 0 to half the remaining items are done (0: in start-up), plus a random part of an item (or as
+    ``plan`` says); start again (it resumes); KILLS times or until done, then run to the end. Done is ``results``
+    written, not ``total`` items logged: a run killed after its last item but before its results must run
+    again. Returns the kill points."""
+
+    def random_plan(rng: random.Random) -> tuple[int, float]:
         done = progress()
         return done + rng.randint(0, max(1, (total - done) // 2)), rng.uniform(0.0, 1.5 * item_s)
 
     return kill_repeatedly(
         start,
         progress=progress,
-        finished=lambda: progress() >= total,
-        plan=plan,
+        finished=results.exists,  # written atomically, and only once every item is
+        plan=plan or random_plan,
         kills=KILLS,
         seed=seed,
         label="after_item",
@@ -65,6 +78,23 @@ def stable(record: dict) -> dict:
 
 def records(path: Path) -> list[dict]:
     return [stable(json.loads(line)) for line in path.read_text().splitlines() if line.strip()]
+
+
+def assert_same_records(path: Path, reference: Path) -> None:
+    """``records(path) == records(reference)``, failing with the records missing or extra and, per record that
+    differs, the fields that do (a bare list comparison shows a truncated diff of whole records)."""
+    got, want = records(path), records(reference)
+    problems = []
+    for i in range(max(len(got), len(want))):
+        if i >= len(got) or i >= len(want):
+            side, record = ("uninterrupted", want[i]) if i >= len(got) else ("resumed", got[i])
+            problems.append(f"record {i} (step {record.get('step')}) is only in the {side} run")
+            continue
+        for key in sorted(got[i].keys() | want[i].keys()):
+            if got[i].get(key) != want[i].get(key):
+                change = f"{got[i].get(key)!r:.200} != {want[i].get(key)!r:.200}"
+                problems.append(f"record {i} (step {want[i].get('step')}) {key}: {change}")
+    assert not problems, f"{path} (resumed) differs from {reference} (uninterrupted):\n" + "\n".join(problems[:40])
 
 
 def item_seconds(start: Callable[[], subprocess.Popen], progress: Callable[[], int], total: int) -> float:
@@ -98,10 +128,12 @@ def test_eval_hotpotqa_killed_anywhere_ends_with_the_uninterrupted_results(tmp_p
     item_s = item_seconds(start(reference), lambda: lines(reference / "examples.jsonl"), QUESTIONS)
     out = tmp_path / "run"
     examples = out / "examples.jsonl"  # one model and one variant write straight into --out
-    kills = kill_and_resume(start(out), lambda: lines(examples), QUESTIONS, item_s, seed=1)
+    kills = kill_and_resume(
+        start(out), lambda: lines(examples), QUESTIONS, item_s, seed=1, results=out / "results.json"
+    )
     print(f"\neval hotpotqa: {len(kills)} kill points: {kills}")
     assert len(kills) >= 3, kills
-    assert records(examples) == records(reference / "examples.jsonl")
+    assert_same_records(examples, reference / "examples.jsonl")
     assert stable(json.loads((out / "results.json").read_text())) == stable(
         json.loads((reference / "results.json").read_text())
     )
@@ -111,21 +143,50 @@ STREAM = ["sampling.max_tokens=4", "stream.max_steps=1", "logging.progress=false
 STREAM_TASKS = 16
 
 
-def test_eval_stream_killed_anywhere_ends_with_the_uninterrupted_results(tmp_path):
-    def start(out: Path) -> Callable[[], subprocess.Popen]:
-        args = ["eval", "stream", "--task", "hotpotqa", "--model", "tiny-random-qwen2", "--limit", str(STREAM_TASKS)]
-        return lambda: agemem(*args, "--addition", "policy", "--out", str(out), *STREAM)
+def stream(out: Path) -> Callable[[], subprocess.Popen]:
+    args = ["eval", "stream", "--task", "hotpotqa", "--model", "tiny-random-qwen2", "--limit", str(STREAM_TASKS)]
+    return lambda: agemem(*args, "--addition", "policy", "--out", str(out), *STREAM)
 
+
+def assert_same_stream_run(out: Path, reference: Path) -> None:
+    assert_same_records(out / "steps.jsonl", reference / "steps.jsonl")
+    assert stable(json.loads((out / "results.json").read_text())) == stable(
+        json.loads((reference / "results.json").read_text())
+    )
+
+
+def test_eval_stream_killed_anywhere_ends_with_the_uninterrupted_results(tmp_path):
     reference = tmp_path / "reference"
-    item_s = item_seconds(start(reference), lambda: lines(reference / "steps.jsonl"), STREAM_TASKS)
+    item_s = item_seconds(stream(reference), lambda: steps(reference / "steps.jsonl"), STREAM_TASKS)
     out = tmp_path / "run"
-    kills = kill_and_resume(start(out), lambda: lines(out / "steps.jsonl"), STREAM_TASKS, item_s, seed=2)
+    kills = kill_and_resume(
+        stream(out), lambda: steps(out / "steps.jsonl"), STREAM_TASKS, item_s, seed=2, results=out / "results.json"
+    )
     print(f"\neval stream: {len(kills)} kill points: {kills}")
     assert len(kills) >= 3, kills
-    assert records(out / "steps.jsonl") == records(tmp_path / "reference" / "steps.jsonl")
-    assert stable(json.loads((out / "results.json").read_text())) == stable(
-        json.loads((tmp_path / "reference" / "results.json").read_text())
+    assert_same_stream_run(out, reference)
+
+
+def test_eval_stream_killed_at_fixed_points_ends_with_the_uninterrupted_results(tmp_path):
+    """Kill points random timing seldom hits: in start-up, after the first step, during the last step (all but one
+    step logged: the run that killed there used to count as finished) and after the last step's line, where its
+    results may not be written yet."""
+    reference = tmp_path / "reference"
+    finish(stream(reference)())
+    out = tmp_path / "run"
+    targets = iter([0, 1, STREAM_TASKS - 1, STREAM_TASKS])
+    kills = kill_and_resume(
+        stream(out),
+        lambda: steps(out / "steps.jsonl"),
+        STREAM_TASKS,
+        0.0,
+        seed=0,
+        results=out / "results.json",
+        plan=lambda rng: (next(targets, STREAM_TASKS), 0.0),
     )
+    print(f"\neval stream: {len(kills)} kill points: {kills}")
+    assert [k["after_item"] for k in kills][:3] == [0, 1, STREAM_TASKS - 1], kills
+    assert_same_stream_run(out, reference)
 
 
 def test_export_killed_anywhere_never_leaves_a_partial_export(uninterrupted, tmp_path):
