@@ -22,6 +22,7 @@ import re
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
@@ -118,12 +119,17 @@ def parse_tool_calls(text: str) -> tuple[str, list[dict[str, Any]]]:
     return kept.strip(), calls
 
 
-class _Server:
-    """A ThreadingHTTPServer on 127.0.0.1:<free port> in a daemon thread; subclasses answer chat completions."""
+Answer = Callable[[dict[str, Any]], tuple[int, dict[str, Any]]]
+"""a chat-completions request body -> (HTTP status, response body)."""
 
-    def __init__(self, model: str):
+
+class Listener:
+    """A ThreadingHTTPServer on 127.0.0.1:<free port> in a daemon thread: ``/v1/models`` names ``model``,
+    ``/v1/chat/completions`` is answered by ``answer``."""
+
+    def __init__(self, model: str, answer: Answer):
         self.model = model
-        self.meter = UsageMeter()
+        self.answer = answer
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -148,7 +154,7 @@ class _Server:
                 if not self.path.rstrip("/").endswith("/chat/completions"):
                     self._send(404, {"error": {"message": f"no route {self.path}; use /v1/chat/completions"}})
                     return
-                status, payload = owner.complete(body)
+                status, payload = owner.answer(body)
                 self._send(status, payload)
 
             def _send(self, status: int, payload: dict[str, Any]) -> None:
@@ -169,16 +175,13 @@ class _Server:
         host, port = self._http.server_address[:2]
         return f"http://{host}:{port}/v1"
 
-    def complete(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        raise NotImplementedError
-
     def close(self) -> None:
         self._http.shutdown()
         self._http.server_close()
         self._thread.join(timeout=5)
 
 
-class EngineServer(_Server):
+class EngineServer:
     """``/v1/chat/completions`` answered by the harness's own engine (one request at a time: the engine is not
     re-entrant, and the agent's episodes wait while their memory system calls it).
 
@@ -193,7 +196,16 @@ class EngineServer(_Server):
         self.seed = seed
         self._engine_lock = threading.Lock()
         self._count = 0
-        super().__init__(model)
+        self.model = model
+        self.meter = UsageMeter()
+        self.listener = Listener(model, self.complete)
+
+    @property
+    def base_url(self) -> str:
+        return self.listener.base_url
+
+    def close(self) -> None:
+        self.listener.close()
 
     def complete(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         messages = body.get("messages")
@@ -241,7 +253,7 @@ class EngineServer(_Server):
         }
 
 
-class ForwardingServer(_Server):
+class ForwardingServer:
     """A metering proxy: ``/v1/chat/completions`` forwarded to ``upstream`` (another OpenAI-compatible server),
     ``max_tokens`` capped at ``max_tokens_cap``, its ``usage`` booked. An unreachable upstream is a 502 whose
     message names the URL."""
@@ -252,7 +264,13 @@ class ForwardingServer(_Server):
         self.upstream = upstream.rstrip("/")
         self.max_tokens_cap = max_tokens_cap
         self._client = httpx.Client(timeout=timeout_s, headers={"authorization": f"Bearer {api_key}"})
-        super().__init__(model)
+        self.model = model
+        self.meter = UsageMeter()
+        self.listener = Listener(model, self.complete)
+
+    @property
+    def base_url(self) -> str:
+        return self.listener.base_url
 
     def complete(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         import httpx
@@ -276,7 +294,7 @@ class ForwardingServer(_Server):
         return response.status_code, payload
 
     def close(self) -> None:
-        super().close()
+        self.listener.close()
         self._client.close()
 
 
