@@ -315,12 +315,15 @@ class GameSession:
     def play(self, chunk: Sequence[GameRef], seed: int | None, advance: Callable[[int], None]) -> list[dict[str, Any]]:
         """Play ``chunk`` side by side, then save the memory: the commit point (memory first, then the records)."""
         scope = self.suite.name  # one long-term memory across the run's games
-        runs = [
-            GameEpisode(self.suite, game, MemoryEnv(self.resources, scope=scope), self.setup, self.settings).play()
-            for game in chunk
-        ]
         sampling = dataclasses.replace(self.sampling, seed=seed)
-        results = play_batch(runs, self.engine, sampling, on_finish=lambda _: advance(1))
+        width = self.settings.max_live_games or len(chunk)  # SciWorld: each live game holds a JVM
+        results: list[GameResult] = []
+        for start in range(0, len(chunk), width):
+            runs = [
+                GameEpisode(self.suite, game, MemoryEnv(self.resources, scope=scope), self.setup, self.settings).play()
+                for game in chunk[start : start + width]
+            ]
+            results += play_batch(runs, self.engine, sampling, on_finish=lambda _: advance(1))
         ltm = self.resources.ltm
         ltm.save(snapshot_path(self.out, self.position[chunk[-1].id] + 1))
         write_json(self.out / "memory.json", [e.to_json() for e in ltm.entries(scope=scope)])
@@ -364,6 +367,7 @@ class GameBenchmark:
         settings = game_settings(config, self.suite)
         return {
             **self.suite.describe(settings),
+            "task_types": sorted(settings.task_types),  # another selection orders the games (and snapshots) anew
             "sampling": to_dict(config.sampling),
             "episode": {
                 "max_env_steps": settings.max_env_steps,

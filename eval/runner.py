@@ -228,7 +228,8 @@ def run_benchmark(
         run = RunContext(config, variant, out, log, backend.get(), shared)
         try:
             session = benchmark.open(run, workload)
-            played = play(benchmark, run, session, items, desc=label or resolved.label, finished=finished)
+            # opening may trim the log to the newest memory snapshot (records past it are replayed): read it again
+            played = play(benchmark, run, session, items, desc=label or resolved.label, finished=log.finished())
             memory_system = run.memory_system.describe() if run.memory_system is not None else None
         finally:
             run.close()

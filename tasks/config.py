@@ -32,10 +32,15 @@ class GameConfig:
     Add_memory is offered."""
     show_admissible: bool = True
     """list the valid actions after every observation, as the game provides them."""
+    max_live_games: int = 0
+    """games an evaluation plays side by side at most (0: eval.chunk_size); memory is shared as within a chunk."""
 
     def validate(self) -> None:
-        if self.limit < 0 or self.debrief_replies < 0:
-            raise ConfigError(f"limit={self.limit} and debrief_replies={self.debrief_replies} must be >= 0")
+        if self.limit < 0 or self.debrief_replies < 0 or self.max_live_games < 0:
+            raise ConfigError(
+                f"limit={self.limit}, debrief_replies={self.debrief_replies} and max_live_games={self.max_live_games} "
+                "must be >= 0"
+            )
         if self.max_env_steps < 1 or self.max_replies_per_step < 1:
             raise ConfigError(
                 f"max_env_steps={self.max_env_steps} and max_replies_per_step={self.max_replies_per_step} must be >= 1"
@@ -61,6 +66,8 @@ class SciworldConfig(GameConfig):
 
     max_env_steps: int = 30
     """environment steps per task (AgentBoard's budget)."""
+    max_live_games: int = 4
+    """games an evaluation plays side by side at most: each live game holds a simulator, a JVM of about 2.5 GB."""
     variations_per_task: int = 3
     """test variations played per task, 1-3 (the first ones of agemem.tasks.sciworld.SPLIT); 3 = all 90 games."""
     simplifications: str = "selfWateringFlowerPots,openContainers,openDoors,noElectricalAction"

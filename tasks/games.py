@@ -281,7 +281,8 @@ class GameEpisode(Episode):
         try:
             world = self._world(lambda: self.open_game(self.game))
             state = self._world(world.reset)
-            progress, score = max(progress, state.progress), state.score
+            won, over, score = state.won, state.over, state.score  # a game may be decided at reset (a custom problem)
+            progress = 1.0 if won else state.progress
             self.task.question = state.goal or state.observation.strip()
             env.add_user(self._with_commands(state.observation, state), question=True)
             said = state.observation
@@ -313,10 +314,10 @@ class GameEpisode(Episode):
                 else:
                     env.observe(observed)  # the last command (the winning one, say) is remembered too
             ended_by = "won" if won else ("lost" if over else "step_limit")
-            env.observe(self._outcome(won, steps))  # a memory system keeps the game's outcome for later games
+            env.observe(self._outcome(won, over, steps))  # a memory system keeps the game's outcome for later games
             if settings.debrief_replies and "Add_memory" in env.offered:
                 try:
-                    yield from self._debrief(won, steps, said)
+                    yield from self._debrief(won, over, steps, said)
                 except EpisodeOverError as over_error:  # the game is decided; the debrief just stops
                     error = f"debrief: {over_error.error}"
         except EpisodeOverError as over_error:
@@ -325,7 +326,10 @@ class GameEpisode(Episode):
             ended_by, error = "env_error", str(failure)
         finally:
             if world is not None:
-                world.close()
+                try:
+                    world.close()
+                except Exception as err:  # a failing engine ends this game, not the run
+                    ended_by, error = ("env_error", error or f"{self.game.id}: close: {type(err).__name__}: {err}")
         return GameResult(
             self.game,
             self.task.question,
@@ -351,15 +355,17 @@ class GameEpisode(Episode):
         self.limit_hits.append({"stage": 3, "turn": turn, "limit": "turn"})
         return None
 
-    def _outcome(self, won: bool, steps: int) -> str:
+    def _outcome(self, won: bool, over: bool, steps: int) -> str:
         task = self.task.question
         if won:
             return f'You completed the task "{task}" in {steps} steps.'
+        if over:
+            return f'You failed the task "{task}": the game ended it after {steps} steps.'
         return f'The task "{task}" was not completed within {self.settings.max_env_steps} steps.'
 
-    def _debrief(self, won: bool, steps: int, said: str) -> Generator[GenerationRequest, Completion, None]:
+    def _debrief(self, won: bool, over: bool, steps: int, said: str) -> Generator[GenerationRequest, Completion, None]:
         """Tell the agent how the game ended and let it store what worked (its ``<answer>`` ends the game)."""
-        outcome = self._outcome(won, steps)
+        outcome = self._outcome(won, over, steps)
         self.env.add_user(
             f"{said}\n\nThe game is over. {outcome} Store what may help in later games with your memory tools, then "
             "reply with <answer>done</answer>.",

@@ -31,9 +31,10 @@ valid actions are listed (strict: a command outside the list is refused).
 
 Metrics: ``won`` when every goal condition holds; ``progress`` the share of goal conditions that hold now (the
 episode keeps the best: AgentBoard's progress rate); no score of its own. The expert plan comes from pyperplan's
-greedy best-first search with the FF heuristic on the same files (the optional extra
-``pip install 'agemem[pddl]'``), replayed through our simulator before it is returned; the games themselves need
-no package.
+greedy best-first search with the h_add heuristic on the same files (the optional extra ``pip install
+'agemem[pddl]'``; past 1,500 states it plans the goal one condition at a time, over each rotation of their order,
+and keeps the shortest; redundant actions are removed), replayed through our simulator before it is returned; the
+games themselves need no package.
 """
 
 from __future__ import annotations

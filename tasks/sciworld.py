@@ -33,13 +33,15 @@ room with an open door", which ``openDoors`` meets at once).
 from __future__ import annotations
 
 import atexit
+import contextlib
 import dataclasses
+import itertools
 import threading
 from typing import TYPE_CHECKING, Any
 
 from agemem.core.configlib import ConfigError
 from agemem.tasks.games import register_suite
-from agemem.tasks.textgame import GameItem, GameRef, GameState, GameSuite, round_robin
+from agemem.tasks.textgame import GameItem, GameRef, GameState, GameSuite, installed_version, round_robin
 
 if TYPE_CHECKING:
     from agemem.tasks.config import GameConfig, SciworldConfig
@@ -223,6 +225,14 @@ class _SimulatorPool:
             if simulator in self._started:  # one stopped by shutdown() meanwhile is not handed out again
                 self._free.append(simulator)
 
+    def discard(self, simulator: Any) -> None:
+        """Stop a simulator that failed (a dead JVM, a broken py4j link): the next game starts a fresh one."""
+        with self._lock:
+            if simulator in self._started:
+                self._started.remove(simulator)
+        with contextlib.suppress(Exception):  # it is broken already; what matters is that no game gets it again
+            simulator.close()
+
     def shutdown(self) -> None:
         with self._lock:
             started, self._started, self._free = self._started, [], []
@@ -285,13 +295,19 @@ class SciworldGame:
         self._simulator: Any = None
         self._templates: list[str] = []
         self._last: GameState | None = None
+        self._failed = False
+        """the simulator raised: it is discarded at close, not handed to the next game."""
 
     def reset(self) -> GameState:
         if self._simulator is None:
             self._simulator = _POOL.acquire()
         simulator = self._simulator
-        simulator.load(self.task, self.variation, self.simplifications, generateGoldPath=self._want_gold_path)
-        look, info = simulator.reset()
+        try:
+            simulator.load(self.task, self.variation, self.simplifications, generateGoldPath=self._want_gold_path)
+            look, info = simulator.reset()
+        except Exception:
+            self._failed = True
+            raise
         goal = simulator.get_task_description().strip()
         self._templates = [name for name in simulator.get_possible_actions() if name not in _HIDDEN_TEMPLATES]
         observation = "\n\n".join(part for part in (goal, look.strip(), info["inv"].strip()) if part)
@@ -307,7 +323,11 @@ class SciworldGame:
         if not command or command in _HIDDEN_TEMPLATES:
             said = f'"{command}" is not available here; {_UNKNOWN_ACTION}' if command else _UNKNOWN_ACTION
             return dataclasses.replace(self._last, observation=said, valid=False)
-        observation, score, done = _lean_step(self._simulator, command)
+        try:
+            observation, score, done = _lean_step(self._simulator, command)
+        except Exception:
+            self._failed = True
+            raise
         valid = observation != _UNKNOWN_ACTION
         self._last = state_from_score(observation, self._templates, score, done, valid=valid)
         return self._last
@@ -329,7 +349,10 @@ class SciworldGame:
 
     def close(self) -> None:
         if self._simulator is not None:
-            _POOL.release(self._simulator)
+            if self._failed:
+                _POOL.discard(self._simulator)
+            else:
+                _POOL.release(self._simulator)
             self._simulator = None
 
     def __enter__(self) -> SciworldGame:
@@ -346,9 +369,9 @@ def open_game(game: GameRef, settings: GameConfig) -> SciworldGame:
 
 def expert_plan(game: GameRef, settings: GameConfig, *, tries: int = 3) -> list[str]:
     """A solution from the start state: the simulator's gold path, played through once to check that it wins, cut
-    where it wins. The gold agent picks among equivalent targets at random and some of its picks fail (e.g. in
-    find-living-thing, one animal of several), so a losing path is generated again, up to ``tries`` times.
-    Generating and checking takes 0.2 s to 2 min (genetics)."""
+    where it wins (with the waits right after it). The gold agent picks among equivalent targets at random and some
+    of its picks fail (e.g. in find-living-thing, one animal of several), so a losing path is generated again, up to
+    ``tries`` times. Generating and checking takes 0.2 s to 2 min (genetics)."""
     with SciworldGame(game, _sciworld_settings(settings), gold_path=True) as world:
         for _ in range(tries):
             world.reset()
@@ -356,7 +379,10 @@ def expert_plan(game: GameRef, settings: GameConfig, *, tries: int = 3) -> list[
             for played, command in enumerate(plan, start=1):
                 state = world.step(command)
                 if state.won:
-                    return plan[:played]
+                    # keep the waits that follow the win: on a fresh load the simulator may count a circuit's or a
+                    # plant's effect a tick later (an episode ends at the win, so surplus waits are never sent)
+                    waits = itertools.takewhile(lambda later: later in ("wait1", "wait"), plan[played:])
+                    return [*plan[:played], *waits]
                 if state.over:
                     break
     raise RuntimeError(f"ScienceWorld's gold path for {game.source} did not win in {tries} tries")
@@ -379,6 +405,7 @@ def describe(settings: GameConfig) -> dict[str, Any]:
         "split": "test",
         "variations_per_task": chosen.variations_per_task,
         "simplifications": chosen.simplifications,
+        "scienceworld": installed_version("scienceworld"),  # another simulator may score or lay out games otherwise
     }
 
 

@@ -141,3 +141,14 @@ def round_robin(groups: Mapping[str, Sequence[Any]], order: Sequence[str]) -> li
     while any(queues):
         items.extend(queue.pop(0) for queue in queues if queue)
     return items
+
+
+def installed_version(package: str) -> str:
+    """The installed version of ``package`` (``missing`` when it is not): part of a split's identity where another
+    version plays the same game differently."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return "missing"

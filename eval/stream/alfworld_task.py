@@ -207,10 +207,10 @@ def alfworld_item(game: Game) -> StreamItem:
 
 
 def alfworld_stream(config: StreamRunConfig) -> AlfworldStreamTask:
-    """The solvable games of ``alfworld.split`` (``alfworld.limit`` applies first, then ``stream.limit``)."""
-    from agemem.tasks.alfworld_games import discover_games
+    """The solvable games of ``alfworld.split`` (``alfworld.task_types`` and ``alfworld.limit`` apply first, then
+    ``stream.limit``)."""
+    from agemem.tasks.alfworld import SUITE
+    from agemem.tasks.games import load_games
 
-    games = discover_games(config.alfworld.data_dir, config.alfworld.split)
-    if config.alfworld.limit:
-        games = games[: config.alfworld.limit]
+    games = load_games(config, SUITE)
     return AlfworldStreamTask([alfworld_item(g) for g in games], config.alfworld, config.env.tool_format)

@@ -40,6 +40,15 @@ EXPERT_TYPES = {"sciworld": ["classification", "lifespans"]}
 steps, or take up to a minute to plan (tests/tasks/test_sciworld.py plays one of nine topics)."""
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _stop_simulators():
+    """Stop the SciWorld JVMs this module started (about 2.5 GB each)."""
+    yield
+    from agemem.tasks.sciworld import shutdown_simulators
+
+    shutdown_simulators()
+
+
 def _config(name: str, *overrides: str) -> AgeMemConfig:
     return load_config(AgeMemConfig, overrides=[*FAST, f"{name}.debrief_replies=1", *overrides])
 
@@ -110,7 +119,9 @@ def test_the_expert_wins_one_game_of_each_task_type(tmp_path, name):
     assert results["games"] == limit and results["SR"] == 100.0 and results["PR"] == 100.0
     assert results["ended_by"] == {"won": limit} and results["invalid"] == 0.0
     assert sorted(e["task_type"] for e in examples) == sorted(types)  # one game of each type
-    assert sorted(e["steps"] for e in examples) == sorted(len(plan) for plan in plans.values())
+    # each game ends at its win: the whole plan, or less (SciWorld's plans keep waits after the win, in case the
+    # simulator counts it a tick later)
+    assert sum(e["steps"] for e in examples) <= sum(len(plan) for plan in plans.values())
     assert all(e["progress"] == 1.0 and e["won"] for e in examples)
     # agemem: a Retrieve before the plan and an Add in the debrief, in every game; memory carries across games
     assert results["TC"]["Retrieve_memory"] == results["TC"]["Add_memory"] == 1.0

@@ -5,6 +5,7 @@ training task and its reward, and resume."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -205,3 +206,38 @@ def test_the_suite_is_a_training_task_with_its_own_prompt(suite):
     configured = spec.configure(config)
     assert configured.env.system_prompt.startswith("You are playing a counter game.")
     assert "at most 4 commands" in configured.env.system_prompt and "e.g. add 1" in configured.env.system_prompt
+
+
+def test_a_resume_with_other_task_types_is_refused(tmp_path, suite):
+    from agemem.core.configlib import ConfigError
+
+    _run(suite, tmp_path, _script("add 1", "add 2"), "counter.limit=2")
+    # the snapshots are numbered by position in the games' order, which another selection changes
+    with pytest.raises(ConfigError, match="task_types"):
+        _run(suite, tmp_path, _script("add 1", "add 2"), "counter.task_types=[updown]")
+
+
+def test_fewer_live_games_than_a_chunk_play_the_same_games(tmp_path, suite):
+    wide, wide_examples = _run(suite, tmp_path / "wide", _script("add 1", "add 2"), "eval.chunk_size=4")
+    narrow, narrow_examples = _run(
+        suite, tmp_path / "narrow", _script("add 1", "add 2"), "eval.chunk_size=4", "counter.max_live_games=1"
+    )
+    assert [e["transcript"] for e in narrow_examples] == [e["transcript"] for e in wide_examples]
+    assert narrow["SR"] == wide["SR"] == 100.0
+
+
+def test_a_game_decided_at_reset_is_not_played(tmp_path):
+    class Solved(Counter):
+        def reset(self) -> GameState:
+            self.value = GOAL
+            return self._state(f"Counter at {GOAL}. Your task is to: reach {GOAL}.", goal=f"reach {GOAL}")
+
+    solved = dataclasses.replace(counter_suite(), open=lambda game, settings: Solved(game, True))
+    register_suite(solved)
+    try:
+        results, examples = _run(solved, tmp_path, _script("add 1"), "counter.limit=1")
+        assert results["SR"] == results["PR"] == 100.0
+    finally:
+        unregister_suite("counter")
+    (example,) = examples
+    assert example["won"] and example["steps"] == 0 and example["progress"] == 1.0 and example["ended_by"] == "won"

@@ -145,7 +145,9 @@ def test_a_crashed_run_resumes_with_the_seeds_and_records_of_an_uninterrupted_on
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(ExampleLog, "finished", lambda log: reads.append(1) or original(log))
         (results,) = evaluate(resumed, _config(), tmp_path / "cut", backends=_backends())
-    assert len(reads) == 2  # the log is read once to resume and once for the results, not once per item
+    # the log is read to decide whether to play, again once the session opened (a game session may trim it to its
+    # newest memory snapshot), and once for the results: never once per item
+    assert len(reads) == 3
     assert resumed.chunks == [whole.chunks[-1]]  # only the last two items, under the seed they had in `whole`
     assert results["played"] == 2 and results["resumed"] == 8
     assert _records(tmp_path / "cut" / "examples.jsonl") == _records(tmp_path / "whole" / "examples.jsonl")

@@ -34,6 +34,7 @@ CHEAP_EXPERT_GAMES = (
 
 @pytest.fixture(scope="module", autouse=True)
 def _one_simulator():
+    sciworld.shutdown_simulators()  # what other test modules left running
     yield
     sciworld.shutdown_simulators()
     assert sciworld.running_simulators() == 0
@@ -174,3 +175,20 @@ def test_the_install_hint_when_java_is_missing(monkeypatch):
     monkeypatch.setattr("shutil.which", lambda program: None)
     with pytest.raises(sciworld.SciworldMissingError, match=r"openjdk-17-jre-headless.*no `java` on PATH"):
         sciworld.require_sciworld()
+
+
+def test_a_simulator_that_failed_is_not_handed_to_the_next_game(monkeypatch):
+    with sciworld.open_game(game("find-living-thing:225"), SETTINGS) as world:
+        world.reset()
+        broken = world.simulator
+
+        def dead_jvm(simulator, command):
+            raise ConnectionError("py4j: the JVM is gone")
+
+        monkeypatch.setattr(sciworld, "_lean_step", dead_jvm)
+        with pytest.raises(ConnectionError):
+            world.step("look around")
+    monkeypatch.undo()
+    assert sciworld.running_simulators() == 0  # discarded, not pooled
+    with sciworld.open_game(game("find-living-thing:225"), SETTINGS) as world:
+        assert world.reset().observation and world.simulator is not broken
