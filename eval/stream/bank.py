@@ -111,6 +111,7 @@ class MemoryBank:
         self.encoder = encoder
         self._records: dict[str, Record] = {}
         self._vectors: dict[str, np.ndarray] = {}
+        self._issued: set[str] = set()  # every id ever added, deleted ones included: never handed out again
         self._matrix_ND: np.ndarray | None = None  # rows in insertion order; rebuilt after a change
 
     # ------------------------------------------------------------------ contents
@@ -135,6 +136,7 @@ class MemoryBank:
             raise ValueError(f"record id {record.id} is already in the bank")
         self._vectors[record.id] = self.embed([record.query])[0] if vector_D is None else vector_D
         self._records[record.id] = record
+        self._issued.add(record.id)
         self._matrix_ND = None
         return record
 
@@ -145,9 +147,10 @@ class MemoryBank:
             self.add(record, vector_D)
 
     def unique_id(self, step: int, position: int, task_id: str, source: str) -> str:
-        """:func:`record_id`, moved on to the next position while it collides with a record in the bank."""
+        """:func:`record_id`, moved on to the next position while it collides with a record the bank holds or held
+        (an id is never reused: a step log names every record by it)."""
         candidate = record_id(step, position, task_id, source)
-        while candidate in self._records:
+        while candidate in self._issued:
             position += 1_000_003
             candidate = record_id(step, position, task_id, source)
         return candidate

@@ -156,11 +156,20 @@ class StreamState:
                 "none": NoRetrieval(),
             }
             self.retrieval = retrievals[settings.retrieval]
+        # (step, records written in it so far, deleted ones included): the next write's position in its step
+        self._written: tuple[int, int] = (INITIAL_STEP, 0)
 
     # ------------------------------------------------------------------ writes
     def write(self, item: StreamItem, step: int, source: str, execution: str, **labels: Any) -> list[Record]:
-        """Write a record of ``item`` after ``step``, then ``noisy_writes`` failed same-task copies."""
-        position = sum(1 for r in self.bank if r.created_at == step)
+        """Write a record of ``item`` after ``step``, then ``noisy_writes`` failed same-task copies.
+
+        A record's position (what its id derives from) counts every record written in the step before it, also
+        those the agent already deleted again: counting the records still in the bank would give an add after an
+        add and a delete the deleted record's id. A resumed run never writes into a logged step, so the count
+        starts afresh with each step."""
+        written_step, count = self._written
+        position = count if written_step == step else 0
+        self._written = (step, position + 1 + self.settings.noisy_writes)
         record = Record(
             id=self.bank.unique_id(step, position, item.id, source),
             query=item.query,
@@ -285,19 +294,42 @@ class StreamState:
 
     # ------------------------------------------------------------------ resume
     def apply_logged(self, entry: dict[str, Any]) -> None:
-        """Bring the bank to where it was after a logged step, without running the agent."""
+        """Bring the bank to where it was after a logged step, without running the agent.
+
+        The step's additions go in, in the order they were written, then its deletions. The log does not say how
+        the agent interleaved its Add_memory and Delete_memory calls, and need not: ids are never reused in a run,
+        so a step adds an id at most once and deletes only what the bank holds, and adding first and deleting
+        after leaves the records the live run kept, in the same order. A log written before ids were made unique
+        can name one id twice among a step's additions (an add, a delete of it, an add again, which reused the
+        deleted record's id); the repeat is replayed as it happened: the deletion logged for that id first,
+        then the new record."""
+        step = entry["step"]
         records = [Record.from_json(data) for data in entry.get("additions", [])]
-        self.bank.add_many(records)
-        if entry["step"] == INITIAL_STEP or self.replay is not None:
+        deletions = list(entry.get("deletions", []))
+        vectors_ND = self.bank.embed([r.query for r in records]) if records else []
+        added: set[str] = set()
+        for record, vector_D in zip(records, vectors_ND):
+            if record.id in added and record.id in self.bank:
+                earlier = next((d for d in deletions if d["id"] == record.id), None)
+                if earlier is None:
+                    raise ValueError(
+                        f"step {step} adds {record.id} twice and never deletes it; {STEPS_FILE} is damaged, "
+                        "delete the run directory to start afresh"
+                    )
+                deletions.remove(earlier)
+                self.bank.delete(record.id)
+            self.bank.add(record, vector_D)
+            added.add(record.id)
+        if step == INITIAL_STEP or self.replay is not None:
             return
         for update in entry.get("updates", []):
             record = self.bank.get(update["id"])
             if record is None:
-                raise ValueError(f"step {entry['step']} rewrites {update['id']}, which is not in the rebuilt bank")
+                raise ValueError(f"step {step} rewrites {update['id']}, which is not in the rebuilt bank")
             record.execution, record.metadata = update["execution"], update["metadata"]
-        for deletion in entry["deletions"]:
+        for deletion in deletions:
             if deletion["id"] not in self.bank:
-                raise ValueError(f"step {entry['step']} deletes {deletion['id']}, which is not in the rebuilt bank")
+                raise ValueError(f"step {step} deletes {deletion['id']}, which is not in the rebuilt bank")
             self.bank.delete(deletion["id"])
         kept = [
             Retrieved(self.bank.get(r["id"]), r["similarity"])  # type: ignore[arg-type]

@@ -9,6 +9,7 @@ import pytest
 
 from agemem.core.configlib import ConfigError
 from agemem.eval.stream.analysis import cumulative_mean, deletion_analysis, summarize
+from agemem.eval.stream.base import Attempt
 from agemem.eval.stream.evaluate import evaluate_stream, strategy_label
 from agemem.eval.stream.runner import STEPS_FILE, precision_at_k, read_steps, run_stream
 from agemem.eval.stream.tasks import answer_of, synthetic_stream
@@ -179,3 +180,99 @@ def test_hand_made_stream_with_no_retrieval_is_the_no_memory_baseline(tmp_path):
     outcome = run_stream(config, task, solver, WordSetEncoder(), tmp_path, model="scripted")
     assert [demos for _, demos in solver.seen] == [[], []] and outcome.steps[1]["precision"] is None
     assert strategy_label(config) == "no_memory"
+
+
+class AddDeleteAdd:
+    """Policy addition played by a script: on every task, Add_memory a draft, Delete_memory it, Add_memory the final
+    record; on task q1 it then deletes every record the bank held when the task started. It keeps
+    the live bank it was handed and the ids its adds returned."""
+
+    name = "add-delete-add"
+
+    def __init__(self):
+        self.bank = None
+        self.returned: list[str] = []
+
+    def solve(self, it, demos, tools, seed):
+        self.bank = tools.bank
+        before = tools.memory.ids()
+        draft = tools.memory.add(f"draft of {it.query}", {})
+        assert tools.memory.delete(draft.entries[0].id).ok
+        final = tools.memory.add(f"final of {it.query}", {})
+        if it.id == "q1":
+            for old in before:
+                assert tools.memory.delete(old).ok
+        self.returned += [draft.entries[0].id, final.entries[0].id]
+        return Attempt("Answer: yes-answer", "yes-answer", replies=1)
+
+
+ADD_DELETE_ADD_TASK = HandTask([item(f"q{i}", f"question number {i}") for i in range(3)])
+
+
+def _records(bank):
+    """A bank's records in order, with their usage history."""
+    return [(r.to_json(), r.retrieved_at, r.similarities, r.utilities) for r in bank]
+
+
+def test_an_add_delete_add_step_gets_fresh_ids_and_resumes_to_the_live_bank(tmp_path):
+    def run(out, solver, *overrides):
+        config = stream_config("stream.addition=policy", *overrides)
+        return run_stream(config, ADD_DELETE_ADD_TASK, solver, WordSetEncoder(), out, model="scripted")
+
+    # the live bank after step 0, by hand: draft q0 went in and out, so it holds only "final of question number 0"
+    first = AddDeleteAdd()
+    after_first = run(tmp_path / "one", first, "stream.limit=1")
+    draft0, final0 = first.returned
+    assert draft0 != final0  # (a) the second add of the step is a new record, not the deleted one's id again
+    step0 = after_first.steps[0]
+    assert [r["id"] for r in step0["additions"]] == [draft0, final0]
+    assert step0["deletions"] == [{"id": draft0, "reason": "policy: Delete_memory"}] and step0["bank_size"] == 1
+    assert after_first.final_ids == [final0]  # (b)
+    assert [r.execution for r in first.bank] == ["final of question number 0"]
+
+    # the whole stream, by hand: step 1 keeps only "final of question number 1" (it deletes final q0), step 2 adds
+    # "final of question number 2" beside it
+    whole_solver = AddDeleteAdd()
+    whole = run(tmp_path / "whole", whole_solver)
+    assert len(set(whole_solver.returned)) == 6  # (a) no id is ever handed out twice in a run
+    additions = [r["id"] for s in whole.steps for r in s["additions"]]
+    assert additions == whole_solver.returned and len(set(additions)) == len(additions)
+    assert [r.execution for r in whole_solver.bank] == ["final of question number 1", "final of question number 2"]
+    assert whole.final_ids == [whole_solver.returned[3], whole_solver.returned[5]]
+
+    # (c) resumed from the log cut after step 0 (and after step 1): the same log, the same bank and records
+    lines = (tmp_path / "whole" / STEPS_FILE).read_text().splitlines(keepends=True)
+    for cut in (1, 2):
+        out = tmp_path / f"cut{cut}"
+        out.mkdir()
+        (out / STEPS_FILE).write_text("".join(lines[: cut + 1]))  # the initial-bank line, then steps 0 .. cut-1
+        resumed_solver = AddDeleteAdd()
+        resumed = run(out, resumed_solver)
+        assert (resumed.resumed, resumed.played) == (cut, 3 - cut)
+        assert resumed.final_ids == whole.final_ids
+        assert _records(resumed_solver.bank) == _records(whole_solver.bank)
+        assert _without_timing(out / STEPS_FILE) == _without_timing(tmp_path / "whole" / STEPS_FILE)
+    # the limit=1 run continued to the whole stream is the same run too
+    continued = AddDeleteAdd()
+    assert run(tmp_path / "one", continued).final_ids == whole.final_ids
+    assert _records(continued.bank) == _records(whole_solver.bank)
+
+    # a log written while a repeated add reused the deleted record's id (additions [draft0, draft0], deletions
+    # [draft0]) still resumes to the bank the live run kept: the deletion goes between the two adds
+    legacy = tmp_path / "legacy"
+    legacy.mkdir()
+    (legacy / STEPS_FILE).write_text("".join(lines[:2]).replace(final0, draft0))
+    legacy_solver = AddDeleteAdd()
+    resumed = run(legacy, legacy_solver)
+    assert resumed.final_ids == whole.final_ids
+    assert _records(legacy_solver.bank) == _records(whole_solver.bank)
+    assert read_steps(legacy)[1]["deletions"][-1]["id"] == draft0  # step 1 deleted final q0 by its old name
+
+    # the same id added twice with no deletion between is a damaged log, not an old one
+    damaged = tmp_path / "damaged"
+    damaged.mkdir()
+    broken = json.loads(lines[1].replace(final0, draft0))
+    broken["deletions"] = []
+    (damaged / STEPS_FILE).write_text(lines[0] + json.dumps(broken) + "\n")
+    with pytest.raises(ValueError, match=r"adds .* twice and never deletes it; .*start afresh"):
+        run(damaged, AddDeleteAdd())
