@@ -23,13 +23,13 @@ from agemem.eval.games import (  # noqa: F401  (the harness's pieces, re-exporte
     GameBenchmark,
     Games,
     GameSession,
+    evaluate_games,
     example_record,
     play_batch,
     resume_point,
     snapshot_path,
     snapshots,
 )
-from agemem.eval.runner import evaluate
 from agemem.eval.variants import apply_variant
 from agemem.tasks.alfworld import (  # noqa: F401  (game_system_prompt, normalize_command: re-exported)
     BENCHMARK,
@@ -79,6 +79,5 @@ def evaluate_alfworld(
     encoder: Encoder | None = None,
 ) -> list[dict[str, Any]]:
     """Evaluate every model of ``eval.models`` under every ``eval.variants`` on the games of ``alfworld.split``
-    (:func:`agemem.eval.runner.evaluate`)."""
-    load_games(config)  # a missing data folder fails here, before any model resolves
-    return evaluate(ALFWorld(), config, out, backends=backends, encoder=encoder)
+    (:func:`agemem.eval.games.evaluate_games`)."""
+    return evaluate_games(BENCHMARK, config, out, backends=backends, encoder=encoder)
