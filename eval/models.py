@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 ModelKind = Literal["openai", "tiny", "checkpoint", "lora", "hf"]
 _OPENAI = re.compile(r"^openai:(?P<model>[^@]+)(?:@(?P<url>.+))?$")
 # policy fields that describe the model itself (taken from a training run); the rest is how to run it
-_IDENTITY_FIELDS = ("model", "tokenizer", "init_seed", "tiny_hidden_size", "tiny_layers", "tiny_heads")
+_IDENTITY_FIELDS = ("model", "tokenizer", "init", "init_seed", "tiny_hidden_size", "tiny_layers", "tiny_heads")
 
 
 @dataclass

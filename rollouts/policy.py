@@ -66,6 +66,8 @@ def load_policy(config: PolicyConfig) -> tuple[PreTrainedModel, PreTrainedTokeni
             torch.manual_seed(config.init_seed)  # the same seed always builds the same weights
             model = Qwen2ForCausalLM(tiny_qwen2_config(config, len(tokenizer)))
         model = model.to(dtype=torch_dtype(config.dtype))
+    elif config.init == "random":
+        model = random_policy(config)
     else:
         try:
             model = AutoModelForCausalLM.from_pretrained(
@@ -79,4 +81,35 @@ def load_policy(config: PolicyConfig) -> tuple[PreTrainedModel, PreTrainedTokeni
                 f"a hub id (downloaded unless HF_HUB_OFFLINE=1), or {TINY_POLICY!r} for the embedded tiny model"
             ) from err
     model.generation_config.pad_token_id = tokenizer.pad_token_id
-    return model.to(device).eval(), tokenizer
+    model = model.to(device).eval()
+    if config.init == "random" and torch.cuda.is_available():
+        torch.cuda.empty_cache()  # the fp32 draw's blocks, so that the first training step's peak is its own
+    return model, tokenizer
+
+
+def random_policy(config: PolicyConfig) -> PreTrainedModel:
+    """``policy.init=random``: ``policy.model``'s config.json architecture with random weights in ``policy.dtype``.
+
+    The weights are drawn in fp32 from ``policy.init_seed`` and then cast, so a bf16 copy built from the same seed
+    (the KL reference) is the rounding of the fp32 one (the trainable masters). They are drawn on the current CUDA
+    device when there is one (a 7B model in seconds; a CPU takes minutes) and moved to ``policy.device`` by the
+    caller: the same seed gives the same weights on the same kind of device.
+    """
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    try:
+        architecture = AutoConfig.from_pretrained(resolve(config.model))
+    except (OSError, ValueError) as err:
+        raise ConfigError(
+            f"policy.init=random needs policy.model's config.json ({err}); point policy.model at a directory holding "
+            "it (weights are not read) or at a hub id in the local cache"
+        ) from err
+    cuda = torch.cuda.is_available()
+    devices = [torch.cuda.current_device()] if cuda else []
+    with torch.random.fork_rng(devices=devices), torch.device("cuda" if cuda else "cpu"):
+        torch.manual_seed(config.init_seed)
+        model = AutoModelForCausalLM.from_config(
+            architecture, dtype=torch.float32, attn_implementation=config.attn_implementation or None
+        )
+    return model.to(dtype=torch_dtype(config.dtype))

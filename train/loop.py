@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from agemem.core.config import PolicyConfig
 from agemem.core.configlib import ConfigError, to_dict
+from agemem.core.devicemem import CudaPeaks
 from agemem.core.hostmem import GIB, MemoryReleaser, peak_resident_bytes, reset_peak, resident_bytes
 from agemem.core.runs import (
     CheckpointError,
@@ -230,6 +231,7 @@ class TrainRun:
         self.scorer: TrajectoryScorer = self.task_spec.scorer(config, self.resources.encoder)
         self._judge_counts: dict[str, int] = {}
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        self.gpu_peaks = CudaPeaks.on(self.accelerator.device)  # None off CUDA
 
     @property
     def is_main(self) -> bool:
@@ -328,7 +330,7 @@ def train(
         with watch:
             while state.step < config.max_steps:
                 step = state.step + 1
-                timer = Timer()
+                timer = Timer(gpu=run.gpu_peaks)
                 # 1. rollout (a preemption signal abandons it: the weights are still the last step's)
                 tasks = run.rank_tasks(state.tasks_seen)
                 rolled = run.rollout(step, tasks, should_stop=watch.requested)
@@ -457,13 +459,19 @@ def _checkpoint_to_resume(run: TrainRun, output_dir: Path, resume_from: str | No
 class Timer:
     """Wall-clock laps: ``lap(name)`` records the time since the previous lap (or the start); with ``memory``
     also the peak resident memory of each lap in GiB (``peak_gib``; it resets the process's peak window, so
-    one such timer at a time)."""
+    one such timer at a time); with a ``gpu`` probe the peak GPU memory torch allocated and reserved in each lap
+    (``gpu_peak_gib``, ``gpu_reserved_gib``; the probe's peak window is reset at the start and at every lap)."""
 
-    def __init__(self, *, memory: bool = False) -> None:
+    def __init__(self, *, memory: bool = False, gpu: CudaPeaks | None = None) -> None:
         self.start = self.last = time.perf_counter()
         self.laps: dict[str, float] = {}
         self.memory = memory and reset_peak()
         self.peak_gib: dict[str, float] = {}
+        self.gpu = gpu
+        self.gpu_peak_gib: dict[str, float] = {}
+        self.gpu_reserved_gib: dict[str, float] = {}
+        if gpu is not None:
+            gpu.read_and_reset()
 
     def lap(self, name: str) -> None:
         now = time.perf_counter()
@@ -472,6 +480,9 @@ class Timer:
         if self.memory:
             self.peak_gib[name] = peak_resident_bytes() / GIB
             reset_peak()
+        if self.gpu is not None:
+            allocated, reserved = self.gpu.read_and_reset()
+            self.gpu_peak_gib[name], self.gpu_reserved_gib[name] = allocated / GIB, reserved / GIB
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.start
@@ -492,6 +503,8 @@ def _step_metrics(
         "judge": run.judge_counts(breakdowns),
         "resident_bytes": resident_bytes(),
         "peak_resident_bytes": peak_resident_bytes(),
+        "gpu_peak_gib": timer.gpu_peak_gib,
+        "gpu_reserved_gib": timer.gpu_reserved_gib,
     }
     ranks = run.gather(local)
     episodes = sum(r["episodes"] for r in ranks)
@@ -524,6 +537,11 @@ def _step_metrics(
     # the largest rank's host memory: now, and its peak since the process started (or a recipe stage began)
     metrics["memory/resident_gib"] = max(r["resident_bytes"] for r in ranks) / GIB
     metrics["memory/peak_resident_gib"] = max(r["peak_resident_bytes"] for r in ranks) / GIB
+    # the largest rank's GPU memory in each phase, as torch's caching allocator saw it (CUDA only): allocated is
+    # what tensors held at the phase's peak, reserved what the allocator held from the device (what a plan must fit)
+    for phase in timer.gpu_peak_gib:
+        metrics[f"memory/gpu_peak_gib/{phase}"] = max(r["gpu_peak_gib"][phase] for r in ranks)
+        metrics[f"memory/gpu_reserved_gib/{phase}"] = max(r["gpu_reserved_gib"][phase] for r in ranks)
     metrics["episodes"] = episodes
     return metrics
 

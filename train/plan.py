@@ -201,14 +201,25 @@ def reference_component(config: TrainRunConfig, counts: ParamCounts, par: Parall
     return Component("reference", dtype_bytes * base, f"{kind}, replicated: {dtype_bytes} x {_p(base)}")
 
 
-def engine_components(config: TrainRunConfig, dims: ModelDims, gpu_bytes: int) -> list[Component]:
+def generation_dtype_bytes(config: TrainRunConfig, par: Parallelism) -> int:
+    """Bytes per element of the weights the transformers engine generates with, hence of its KV cache: it shares
+    the trainable module (``agemem.train.policy.plan_precision``) and runs outside autocast, so a full fine-tune
+    without DeepSpeed generates from the fp32 master weights (4), DeepSpeed bf16/fp16 from its half-precision
+    module (2), LoRA from the base in ``policy.dtype``."""
+    if config.lora.enabled:
+        return _dtype_bytes(config.policy.dtype)
+    return 2 if par.deepspeed and par.low_precision else 4
+
+
+def engine_components(config: TrainRunConfig, dims: ModelDims, gpu_bytes: int, par: Parallelism) -> list[Component]:
     """The rollout engine's memory on a training GPU.
 
     vLLM colocated takes ``engine.vllm.gpu_memory_utilization x GPU memory`` (weights, KV cache, CUDA graphs: its
     whole budget); with ``enable_sleep_mode`` it offloads weights and frees the KV cache after generating, so it
     counts in the rollout phase only. vLLM in server mode runs elsewhere: 0. The transformers engine shares the
     policy's weights and holds KV: ``tokens x layers x 2 x kv_heads x head_dim x bytes`` for its prefix cache
-    (every phase) and for a generate() batch of ``engine.batch_size`` longest sequences (rollout only).
+    (every phase) and for a generate() batch of ``engine.batch_size`` longest sequences (rollout only), with
+    ``bytes`` those of the weights it generates with (:func:`generation_dtype_bytes`).
     """
     engine = config.engine
     if engine.backend == "openai":
@@ -222,8 +233,7 @@ def engine_components(config: TrainRunConfig, dims: ModelDims, gpu_bytes: int) -
         if vllm.enable_sleep_mode:
             return [Component("vLLM", share, how + "; asleep during the update (sleep mode)", ("rollout",))]
         return [Component("vLLM", share, how + "; awake throughout (enable_sleep_mode=false)")]
-    dtype_bytes = _dtype_bytes(config.policy.dtype)
-    per_token = dims.num_layers * 2 * dims.kv_width * dtype_bytes
+    per_token = dims.num_layers * 2 * dims.kv_width * generation_dtype_bytes(config, par)
     longest = longest_sample(config)
     return [
         Component(
@@ -598,7 +608,7 @@ def plan_memory(
     components = [
         *states,
         reference_component(config, counts, par),
-        *engine_components(config, dims, gpu_bytes),
+        *engine_components(config, dims, gpu_bytes, par),
         activation,
         Component("runtime reserve", int(reserve_gib * GIB), "CUDA context, NCCL, allocator slack (assumed)"),
     ]

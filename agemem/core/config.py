@@ -163,8 +163,14 @@ class PolicyConfig:
     """torch device for the policy; 'auto' picks cuda when available, else cpu."""
     attn_implementation: str = ""
     """transformers attention backend (e.g. 'sdpa', 'flash_attention_2'); empty: the library default."""
+    init: Literal["pretrained", "random"] = "pretrained"
+    """'pretrained': load policy.model's weights; 'random': build policy.model's architecture from its config.json
+    alone (a directory holding just that file will do) with random weights from init_seed, nothing else read: for
+    benchmarks and memory checks at a real model's shape with no download (bench/gpu). The tiny model is always
+    random."""
     init_seed: int = 0
-    """seed of the tiny model's random initialisation (the same seed always builds the same weights)."""
+    """seed of a random initialisation (the tiny model, policy.init=random): the same seed on the same device builds
+    the same weights."""
     tiny_hidden_size: int = 64
     """tiny model: hidden size (the MLP is 4x wider)."""
     tiny_layers: int = 2

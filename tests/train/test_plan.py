@@ -367,3 +367,37 @@ def test_cli_flags_override_and_errors(tmp_path, capsys):
     with pytest.raises(SystemExit) as info:
         main(["train", "--gpus", "8"])  # a plan flag without --dry-run would be silently ignored by training
     assert info.value.code == 2 and "--dry-run" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("overrides", "element_bytes"),
+    [
+        # full fine-tune, plain accelerate: the engine shares the fp32 master weights and generates outside autocast
+        (["train.mixed_precision=bf16", "policy.dtype=bfloat16", "lora.enabled=false"], 4),
+        # LoRA: the engine generates through the frozen bf16 base
+        (["train.mixed_precision=bf16", "policy.dtype=bfloat16", "lora.enabled=true"], 2),
+    ],
+)
+def test_transformers_engine_kv_bytes_are_those_the_engine_holds(overrides, element_bytes):
+    """The plan's KV bytes per token equal what the transformers engine's prefix cache really holds for the module
+    a training run hands it (before the fix the plan counted policy.dtype, half the fp32 KV of a full fine-tune)."""
+    from agemem.core.chat import render_chat
+    from agemem.rollouts.engines.base import SamplingParams
+    from agemem.rollouts.engines.transformers_engine import TransformersEngine
+    from agemem.rollouts.policy import load_policy
+    from agemem.train.policy import add_lora, plan_precision
+
+    config = load_config(AgeMemConfig, REPO / "configs" / "tiny_cpu.yaml", [*overrides, "engine.batch_size=1"])
+    plan = plan_memory(config, gpus=1, zero=0)
+    planned_per_token = by_name(plan)["prefix KV cache"] / config.engine.prefix_cache_tokens
+    precision = plan_precision(config.policy.dtype, "bf16", lora=config.lora.enabled, deepspeed=False)
+    lm, tokenizer = load_policy(PolicyConfig(**{**vars(config.policy), "dtype": precision.load_dtype, "device": "cpu"}))
+    if config.lora.enabled:
+        lm = add_lora(lm, config.lora)
+    engine = TransformersEngine(lm, tokenizer)
+    prompt = tokenizer(render_chat(tokenizer, [{"role": "user", "content": "Where is Paris?"}]))["input_ids"]
+    engine.generate([prompt], SamplingParams(max_tokens=4, seed=0))
+    entry = next(iter(engine.prefix_cache._entries.values()))
+    held = sum(t.numel() * t.element_size() for t in (*entry.keys_LHTD, *entry.values_LHTD)) / len(entry.tokens)
+    assert entry.keys_LHTD[0].element_size() == element_bytes
+    assert planned_per_token == held  # tiny model: 2 layers x 2 (K, V) x 32 kv width x bytes
