@@ -112,4 +112,13 @@ def random_policy(config: PolicyConfig) -> PreTrainedModel:
         model = AutoModelForCausalLM.from_config(
             architecture, dtype=torch.float32, attn_implementation=config.attn_implementation or None
         )
-    return model.to(dtype=torch_dtype(config.dtype))
+    return cast_parameters(model, torch_dtype(config.dtype))
+
+
+def cast_parameters(model: PreTrainedModel, dtype) -> PreTrainedModel:
+    """``model`` with its parameters in ``dtype`` and its buffers as they are, as ``from_pretrained(dtype=...)``
+    leaves them: ``model.to(dtype)`` would also round the fp32 rotary frequencies (``inv_freq``) to bf16, an angle
+    error that grows with the position (about a radian at 2k tokens)."""
+    for parameter in model.parameters():
+        parameter.data = parameter.data.to(dtype)
+    return model

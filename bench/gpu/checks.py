@@ -142,8 +142,11 @@ def median(values: list[float]) -> float | None:
 
 
 def check_matmul(scale: Scale, work: Path, results: Path) -> dict[str, Any]:
-    """The device, and its bf16 matrix rate (the MFU denominator)."""
-    return {"device": device_facts(), **matmul_rate(scale.matmul_n)}
+    """The device, what agemem's version checks say of this environment, and its bf16 matrix rate (the MFU
+    denominator)."""
+    from agemem.core.versions import version_problems
+
+    return {"device": device_facts(), "version_problems": version_problems(()), **matmul_rate(scale.matmul_n)}
 
 
 def check_train(scale: Scale, work: Path, results: Path) -> dict[str, Any]:
@@ -213,8 +216,6 @@ def check_train(scale: Scale, work: Path, results: Path) -> dict[str, Any]:
         )
     }
     phases = sorted({phase for row in steps for phase in row["gpu_reserved_gib"]})
-    summary["gpu_peak_gib"] = {p: max(row["gpu_peak_gib"].get(p, 0.0) for row in steps) for p in phases}
-    summary["gpu_reserved_gib"] = {p: max(row["gpu_reserved_gib"].get(p, 0.0) for row in steps) for p in phases}
     manifest = sorted((run / "checkpoints").glob("step_*/manifest.json"))
     saved = json.loads(manifest[-1].read_text()) if manifest else {}
     return {
@@ -224,6 +225,9 @@ def check_train(scale: Scale, work: Path, results: Path) -> dict[str, Any]:
         "wall_s": wall,
         "steps": steps,
         "median_after_first": summary,
+        # peaks are the largest over all steps: step 1's rollout runs before AdamW's state exists, later ones with it
+        "gpu_peak_gib": {p: max(row["gpu_peak_gib"].get(p, 0.0) for row in steps) for p in phases},
+        "gpu_reserved_gib": {p: max(row["gpu_reserved_gib"].get(p, 0.0) for row in steps) for p in phases},
         "outside_torch_gib": after.outside_torch_gib if after else None,
         "checkpoint_write_s": saved.get("write_s"),
         "checkpoint_gib": saved.get("bytes", 0) / GIB,
@@ -256,18 +260,18 @@ def check_plan(scale: Scale, work: Path, results: Path) -> dict[str, Any]:
     phases = plan["phases_gib"]
     reserve = next(c["gib"] for c in plan["components"] if c["name"] == "runtime reserve")
     train = prior(results, "train")
-    measured = train.get("median_after_first", {})
-    allocated, reserved = measured.get("gpu_peak_gib", {}), measured.get("gpu_reserved_gib", {})
+    allocated, reserved = train.get("gpu_peak_gib", {}), train.get("gpu_reserved_gib", {})
     outside = train.get("outside_torch_gib") or 0.0
     update_plan = max(phases["backward"], phases["step"])
+    peak_reserved = max(reserved.values()) + outside if reserved else None
+    # per phase, torch's allocated peak (tensors); the allocator keeps what it reserved, so a reserved peak is the
+    # run's high-water mark so far, not a phase's own: the device-level comparison is made at the peak only
     compared = {
-        "rollout": {
-            "device": plan_ratio(phases["rollout"], reserved.get("rollout", 0) + outside if reserved else None),
-            "tensors": plan_ratio(phases["rollout"] - reserve, allocated.get("rollout")),
-        },
-        "update": {
-            "device": plan_ratio(update_plan, reserved.get("update", 0) + outside if reserved else None),
-            "tensors": plan_ratio(update_plan - reserve, allocated.get("update")),
+        "rollout": {"tensors": plan_ratio(phases["rollout"] - reserve, allocated.get("rollout"))},
+        "update": {"tensors": plan_ratio(update_plan - reserve, allocated.get("update"))},
+        "peak": {
+            "device": plan_ratio(plan["peak_gib"], peak_reserved),
+            "tensors": plan_ratio(plan["peak_gib"] - reserve, max(allocated.values()) if allocated else None),
         },
     }
     return {
@@ -396,11 +400,10 @@ def run_updates(scale: Scale, work: Path, results: Path, model: str, *, lora: bo
             "outside_torch_gib": outside,
             "first_update_allocated_gib": {"backward": windows.backward[0], "step": windows.step[0]},
         }
+        # per phase, tensors only (reserved blocks stay reserved across windows); under ZeRO-2 DeepSpeed builds the
+        # fp32 gradient partition before AdamW's step, so it lands in the backward window, not the step's
         for phase in ("backward", "step"):
-            compared[phase] = {
-                "device": plan_ratio(plan.phases[phase] / GIB, last_reserved[phase] + outside),
-                "tensors": plan_ratio(plan.phases[phase] / GIB - reserve, last[phase]),
-            }
+            compared[phase] = {"tensors": plan_ratio(plan.phases[phase] / GIB - reserve, last[phase])}
         compared["peak"] = {
             "device": plan_ratio(plan.peak / GIB, max(last_reserved.values()) + outside),
             "tensors": plan_ratio(plan.peak / GIB - reserve, max(last.values())),
@@ -446,8 +449,13 @@ def check_zero2(scale: Scale, work: Path, results: Path) -> dict[str, Any]:
     """The full fine-tune's update under DeepSpeed ZeRO-2 in one process (launched by the kit through
     ``accelerate launch --config_file launch/accelerate/zero2.yaml --num_processes 1``), against plain accelerate."""
     import deepspeed
+    import torch.distributed
 
-    found = run_updates(scale, work, results, FULL_MODEL, lora=False, zero=2)
+    try:
+        found = run_updates(scale, work, results, FULL_MODEL, lora=False, zero=2)
+    finally:  # an NCCL group left open can hang the process on exit
+        if torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
     plain = prior(results, "update_full_1.5b").get("median_update_s")
     found["deepspeed"] = deepspeed.__version__
     found["plain_accelerate_update_s"] = plain
@@ -465,7 +473,7 @@ def check_logprobs(scale: Scale, work: Path, results: Path) -> dict[str, Any]:
     from agemem.rollouts.build import build_engine
     from agemem.rollouts.engines.base import SamplingParams
     from agemem.rollouts.hotpotqa import load_hotpotqa
-    from agemem.rollouts.policy import load_policy
+    from agemem.rollouts.policy import cast_parameters, load_policy
     from agemem.train.policy import TokenLogprobs
 
     policy = PolicyConfig(
@@ -505,7 +513,7 @@ def check_logprobs(scale: Scale, work: Path, results: Path) -> dict[str, Any]:
         fp32 = module(*batch).double().cpu()
         with torch.autocast(device.type, dtype=torch.bfloat16):
             autocast = module(*batch).double().cpu()
-        lm.to(torch.bfloat16)
+        cast_parameters(lm, torch.bfloat16)
         bf16_weights = module(*batch).double().cpu()
     engine_t = torch.tensor(engine_logp, dtype=torch.float64)
 
@@ -533,8 +541,8 @@ CHECKS: dict[str, Callable[[Scale, Path, Path], dict[str, Any]]] = {
     "plan": check_plan,
     "logprobs": check_logprobs,
     "update_full_1.5b": check_update_full,
-    "zero2_1.5b": check_zero2,
     "update_lora_7b": check_update_lora,
+    "zero2_1.5b": check_zero2,
 }
 """in the order the kit runs them: each later one may read an earlier one's result (MFU, plan, step-time ratio)."""
 

@@ -214,16 +214,23 @@ def device_facts() -> dict[str, Any]:
             capability=f"{props.major}.{props.minor}",
             multiprocessors=props.multi_processor_count,
         )
-        if shutil.which("nvidia-smi"):
-            smi = subprocess.run(
-                ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                capture_output=True,
-                text=True,
-                timeout=20,
-                check=False,
-            )
-            facts["driver"] = smi.stdout.strip() or None
+        facts["driver"] = nvidia_smi("driver_version")
     return facts
+
+
+def nvidia_smi(field: str) -> str | None:
+    """One ``--query-gpu`` field of the first GPU from nvidia-smi (no CUDA context in the asking process), or None."""
+    if not shutil.which("nvidia-smi"):
+        return None
+    found = subprocess.run(
+        ["nvidia-smi", f"--query-gpu={field}", "--format=csv,noheader"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    lines = found.stdout.strip().splitlines() if found.returncode == 0 else []
+    return lines[0].strip() if lines else None
 
 
 def package_versions(
@@ -235,6 +242,7 @@ def package_versions(
         "trl",
         "deepspeed",
         "sentence-transformers",
+        "vllm",
         "agemem",
     ),
 ) -> dict[str, str | None]:

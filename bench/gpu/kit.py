@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -25,7 +24,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from checks import CHECKS, ZERO2
-from common import CARRY, CPU_SMOKE, GPU, REPO, Scale, gpu_slug, package_versions
+from common import CARRY, CPU_SMOKE, GPU, REPO, Scale, gpu_slug, nvidia_smi, package_versions
 
 KIT_VERSION = 1
 CHECKS_PY = Path(__file__).resolve().parent / "checks.py"
@@ -35,20 +34,9 @@ def check_command(name: str, scale: Scale, work: Path, results: Path) -> list[st
     """The child process of one check; ZeRO-2 goes through ``accelerate launch`` with the shipped config."""
     args = [str(CHECKS_PY), name, "--scale", scale.name, "--work", str(work), "--results", str(results)]
     if name.startswith("zero2"):
-        launch = [
-            sys.executable,
-            "-m",
-            "accelerate.commands.launch",
-            "--config_file",
-            str(ZERO2),
-            "--num_processes",
-            "1",
-            "--num_machines",
-            "1",
-        ]
-        if scale.shrink:  # DeepSpeed on CPU (gloo) runs without a bf16 section, as tests/train/test_deepspeed.py
-            launch += ["--mixed_precision", "no"]
-        return [*launch, *args]
+        # the same launch on CPU (gloo) and GPU (NCCL); the run's train.mixed_precision=bf16 sets DeepSpeed's bf16
+        launch = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(ZERO2)]
+        return [*launch, "--num_processes", "1", "--num_machines", "1", *args]
     return [sys.executable, *args]
 
 
@@ -73,25 +61,17 @@ def run_check(name: str, scale: Scale, work: Path, results: Path, log: Path, bud
             code = None
     wall = time.perf_counter() - start
     path = results / f"{name}.json"
+    if code is None and path.is_file():  # it finished its work and then hung on exit (NCCL or DeepSpeed teardown)
+        return {
+            **json.loads(path.read_text()),
+            "wall_s": wall,
+            "note": f"killed at its {budget:.0f}-s budget after writing its result: it hung on exit",
+        }
     if code is None:
         return {"status": "timeout", "error": f"over its {budget:.0f}-s budget", "wall_s": wall}
     if not path.is_file():
         return {"status": "error", "error": f"exited {code} without a result; see gpu_kit.log", "wall_s": wall}
     return {**json.loads(path.read_text()), "wall_s": wall}
-
-
-def gpu_name() -> str | None:
-    """The GPU's name from nvidia-smi, without a CUDA context in this process (it would count in the checks')."""
-    if not shutil.which("nvidia-smi"):
-        return None
-    found = subprocess.run(
-        ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
-    return found.stdout.strip().splitlines()[0] if found.returncode == 0 and found.stdout.strip() else None
 
 
 def carried_problem() -> str | None:
@@ -103,9 +83,15 @@ def carried_problem() -> str | None:
     spec = importlib.util.find_spec("agemem")  # finds without importing: no torch in this process
     if not manifest.is_file() or spec is None or REPO in Path(spec.origin or "").resolve().parents:
         return None
-    from pack import source_hash
+    from pack import pins, source_hash
 
-    if json.loads(manifest.read_text())["source_hash"] != source_hash():
+    built = json.loads(manifest.read_text())
+    if built.get("pins") != pins():
+        return (
+            f"{CARRY.name}/ was built with other pins than bench/gpu/pack.py's: rerun `python bench/gpu/pack.py` here "
+            "before the device call"
+        )
+    if built["source_hash"] != source_hash():
         return (
             f"{CARRY.name}/ holds an agemem wheel built from other sources than this tree: rerun "
             "`python bench/gpu/pack.py` here before the device call"
@@ -129,7 +115,7 @@ def headline(name: str, result: dict[str, Any]) -> str:
         return f"bf16 {result['bf16_tflops']:.1f} TFLOP/s ({result['n']}^3 on {result['on']})"
     if name == "train":
         m = result["median_after_first"]
-        peak = max(m["gpu_reserved_gib"].values(), default=None)
+        peak = max(result["gpu_reserved_gib"].values(), default=None)
         return (
             f"step {m['step_s']:.2f}s = rollout {m['rollout_s']:.2f} + score {m['score_s']:.2f} + update "
             f"{m['update_s']:.2f} + sync {m['sync_s']:.2f}; gen {m['generated_tokens_per_s']:.0f} tok/s; update "
@@ -139,8 +125,8 @@ def headline(name: str, result: dict[str, Any]) -> str:
     if name == "plan":
         c = result["compared"]
         return (
-            f"plan/measured (device): rollout {ratio(c['rollout']['device'])}, update {ratio(c['update']['device'])}; "
-            f"tensors: {ratio(c['rollout']['tensors'])}, {ratio(c['update']['tensors'])}"
+            f"plan/measured: peak {ratio(c['peak']['device'])} (device), {ratio(c['peak']['tensors'])} (tensors); "
+            f"tensors per phase: rollout {ratio(c['rollout']['tensors'])}, update {ratio(c['update']['tensors'])}"
         )
     if name == "logprobs":
         a, w, e = result["bf16_autocast_vs_fp32"], result["bf16_weights_vs_fp32"], result["engine_vs_fp32"]
@@ -160,6 +146,14 @@ def headline(name: str, result: dict[str, Any]) -> str:
     return line
 
 
+def write_report(report: dict[str, Any], target: Path, began: float) -> None:
+    report["wall_s"] = time.perf_counter() - began
+    device = report["checks"].get("matmul", {}).get("device")
+    if device:
+        report["device"] = device
+    target.write_text(json.dumps(report, indent=2, default=str) + "\n")
+
+
 def table(checks: dict[str, dict[str, Any]]) -> str:
     rows = [(name, r.get("status", "?"), f"{r.get('wall_s', 0):.0f}", headline(name, r)) for name, r in checks.items()]
     widths = [max(len(row[i]) for row in [("check", "status", "s", ""), *rows]) for i in range(3)]
@@ -175,7 +169,8 @@ def run_kit(scale: Scale, out: Path, work: Path, only: list[str] | None = None) 
     results.mkdir(parents=True, exist_ok=True)
     log = out / "gpu_kit.log"
     log.write_text("")
-    name = gpu_name() if not scale.shrink else None
+    # from nvidia-smi: a CUDA context in this process would count in every check's memory readings
+    name = nvidia_smi("name") if not scale.shrink else None
     slug = gpu_slug(name) if name else scale.name
     report: dict[str, Any] = {
         "kit_version": KIT_VERSION,
@@ -188,6 +183,7 @@ def run_kit(scale: Scale, out: Path, work: Path, only: list[str] | None = None) 
         "checks": {},
     }
     began = time.perf_counter()
+    target = out / f"gpu_{slug}.json"
     problem = carried_problem()
     for check in CHECKS:
         if only and check not in only:
@@ -207,12 +203,8 @@ def run_kit(scale: Scale, out: Path, work: Path, only: list[str] | None = None) 
             result = run_check(check, scale, work, results, log, budget)
         print(f"[kit] {check}: {result['status']} in {result['wall_s']:.0f} s", flush=True)
         report["checks"][check] = result
-    report["wall_s"] = time.perf_counter() - began
-    device = report["checks"].get("matmul", {}).get("device")
-    if device:
-        report["device"] = device
-    target = out / f"gpu_{slug}.json"
-    target.write_text(json.dumps(report, indent=2, default=str) + "\n")
+        write_report(report, target, began)  # after every check: a command killed later still returns these
+    write_report(report, target, began)
     print(table(report["checks"]))
     print(f"[kit] {target} in {report['wall_s']:.0f} s")
     return report

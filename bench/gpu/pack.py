@@ -57,6 +57,9 @@ DOWNLOADED = (
     "rpds-py==0.30.0",
     # DeepSpeed's own requirements beyond the image's
     "hjson==3.1.0",
+    # the image's peft is of unknown version and agemem train refuses one under the tested floor: carry the floor,
+    # which CI's vLLM tier tests with the image's transformers 5.17.0
+    "peft==0.18.0",
 )
 """pinned to what CI installs (``.ci/run``); the image's own packages are used as they are."""
 
@@ -246,10 +249,16 @@ def missing_requirements(wheels: list[Path]) -> list[str]:
     return missing
 
 
+def pins() -> list[str]:
+    """What a carry built now holds besides agemem: the kit refuses a carry built with other pins."""
+    return [*DOWNLOADED, DEEPSPEED]
+
+
 def write_manifest(dest: Path, encoder_files: list[str]) -> dict:
     wheels = sorted((dest / "wheels").glob("*.whl"))
     manifest = {
         "source_hash": source_hash(),
+        "pins": pins(),
         "wheels": [
             {"name": w.name, "bytes": w.stat().st_size, "sha256": hashlib.sha256(w.read_bytes()).hexdigest()}
             for w in wheels

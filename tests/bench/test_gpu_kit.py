@@ -77,6 +77,7 @@ def test_smoke_train_check_is_agemem_train_at_the_planned_shape(smoke):
         assert row["update_tokens_per_s"] == pytest.approx(row["tokens_forwarded"] / row["update_s"], rel=1e-6)
         assert row["update_mfu"] is not None and 0 < row["update_mfu"] < 1
         assert row["gpu_peak_gib"] == {}  # no CUDA: no GPU keys, never zeros
+    assert train["gpu_reserved_gib"] == {}
     # the 0.5B config shrunk: the real vocabulary, tied head and biases at the smoke's width and depth
     dims = resolve_model_dims(PolicyConfig(model=str(smoke["out"] / "work" / "models" / checks.TRAIN_MODEL)))
     assert (dims.vocab_size, dims.hidden_size, dims.num_layers) == (151936, 64, 2)
@@ -104,7 +105,7 @@ def test_smoke_memory_checks_run_the_precision_they_name(smoke):
         zero2 = run["zero2_1.5b"]
         assert zero2["distributed"].endswith("DEEPSPEED") and zero2["precision"]["master"] == "DeepSpeed fp32 master"
         assert zero2["vs_plain_accelerate"] == pytest.approx(zero2["median_update_s"] / full["median_update_s"])
-        # the same samples and initial weights: the same loss to DeepSpeed's rounding (fp32 compute on CPU)
+        # the same samples and initial weights: the same loss to the rounding of DeepSpeed's bf16 module
         assert zero2["loss"] == pytest.approx(full["loss"], rel=0.05, abs=1e-6)
 
 
@@ -121,7 +122,8 @@ def test_smoke_plan_check_compares_nothing_without_a_gpu(smoke):
     assert plan["phases_gib"]["rollout"] > plan["runtime_reserve_gib"]
     assert "reduce bucket" not in plan["components"]  # one process, plain accelerate: no DeepSpeed rows
     for phase in ("rollout", "update"):
-        assert plan["compared"][phase]["device"]["ratio"] is None  # never a made-up measurement
+        assert plan["compared"][phase]["tensors"]["ratio"] is None  # never a made-up measurement
+    assert plan["compared"]["peak"]["device"]["ratio"] is None
 
 
 def test_forward_flops_by_hand():
@@ -160,6 +162,15 @@ def test_a_check_over_its_budget_is_killed_and_the_rest_run(tmp_path):
     assert written["checks"]["matmul"]["error"].startswith("over its")
 
 
+def test_a_result_written_before_a_hang_on_exit_is_kept(tmp_path):
+    results = tmp_path / "results"
+    results.mkdir()
+    # a result already on disk when the budget runs out (the child is killed before it can even start)
+    (results / "matmul.json").write_text(json.dumps({"status": "ok", "bf16_tflops": 1.0}))
+    found = kit.run_check("matmul", common.CPU_SMOKE, tmp_path, results, tmp_path / "log", budget=0.01)
+    assert found["status"] == "ok" and "hung on exit" in found["note"]
+
+
 def test_a_check_that_raises_records_its_error(tmp_path, monkeypatch):
     def broken(scale, work, results):
         raise ValueError("no such layer")
@@ -185,6 +196,10 @@ def test_a_stale_carry_is_refused_before_any_check(tmp_path, monkeypatch):
     report = kit.run_kit(common.CPU_SMOKE, tmp_path, tmp_path / "work", only=["matmul"])
     assert report["checks"]["matmul"]["status"] == "skipped"
     assert "rerun `python bench/gpu/pack.py`" in report["checks"]["matmul"]["error"]
+    # a carry built from these sources but with other pins is refused too
+    (tmp_path / "carry" / "manifest.json").write_text(json.dumps({"source_hash": pack.source_hash(), "pins": []}))
+    report = kit.run_kit(common.CPU_SMOKE, tmp_path, tmp_path / "work", only=["matmul"])
+    assert "other pins" in report["checks"]["matmul"]["error"]
 
 
 def _wheel(folder: Path, name: str, version: str, requires: list[str]) -> Path:

@@ -65,6 +65,25 @@ def test_same_seed_same_weights_and_half_precision_is_their_rounding(tmp_path):
             assert not torch.equal(a, c), name
 
 
+def test_a_random_bf16_policy_is_what_loading_its_weights_in_bf16_gives(tmp_path):
+    """The same parameters and the same fp32 buffers (rotary frequencies) as from_pretrained(dtype=bfloat16) of the
+    fp32 draw: a cast of the whole module would round inv_freq to bf16 (the reference would then drift from the
+    policy with the position)."""
+    model_dir = shrunk(tmp_path, "qwen2.5-0.5b-instruct")
+    fp32, _ = load_policy(random_config(model_dir))
+    fp32.save_pretrained(tmp_path / "saved")
+    (tmp_path / "saved" / "config.json").write_text((model_dir / "config.json").read_text())
+    loaded, _ = load_policy(PolicyConfig(model=str(tmp_path / "saved"), tokenizer=BUNDLED_TOKENIZER, device="cpu",
+                                         dtype="bfloat16"))  # fmt: skip
+    drawn, _ = load_policy(random_config(model_dir, dtype="bfloat16"))
+    expected = dict(loaded.named_buffers())
+    for name, buffer in drawn.named_buffers():
+        assert buffer.dtype == expected[name].dtype and torch.equal(buffer, expected[name]), name
+    assert any(b.dtype == torch.float32 for b in expected.values())  # inv_freq: the case that matters
+    for (name, a), b in zip(drawn.named_parameters(), loaded.parameters()):
+        assert torch.equal(a, b), name
+
+
 def test_the_kits_configs_are_the_published_models():
     # parameter counts published for Qwen2.5-0.5B / 1.5B / 7B (Instruct): 0.49B, 1.54B, 7.62B
     expected = {
