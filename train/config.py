@@ -112,6 +112,10 @@ class TrainConfig:
     off_policy: bool = False
     """allow an engine whose weights are never synced (engine.backend=openai): its samples are reweighted by
     truncated importance sampling (grpo.tis_cap, required); false refuses such a run at start."""
+    max_initial_mismatch_kl: float | None = 0.05
+    """off-policy runs: the largest |train/mismatch_kl_k1| (nats a token between the served model and the trainer)
+    accepted at step 1, where both should be the same initial weights; a larger gap stops the run before it saves
+    anything (another model served, sampling fields ignored, raw log-probs); null turns the check off."""
 
     def validate(self) -> None:
         if self.tasks_per_step < 1 or self.epochs < 1 or self.mini_batches < 1:
@@ -120,6 +124,10 @@ class TrainConfig:
             raise ConfigError("learning_rate must be > 0, max_grad_norm and warmup_steps >= 0")
         if len(self.adam_betas) != 2 or not all(0 <= b < 1 for b in self.adam_betas):
             raise ConfigError(f"adam_betas={self.adam_betas} must be two numbers in [0, 1)")
+        if self.max_initial_mismatch_kl is not None and self.max_initial_mismatch_kl <= 0:
+            raise ConfigError(
+                f"max_initial_mismatch_kl={self.max_initial_mismatch_kl} must be > 0 (or null to turn the check off)"
+            )
         if self.micro_batch_tokens < 1 or self.logprob_chunk_tokens < 1:
             raise ConfigError("micro_batch_tokens and logprob_chunk_tokens must be >= 1")
         if self.release_memory_s < 0:

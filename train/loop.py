@@ -60,7 +60,7 @@ from agemem.train.preemption import (
     parse_signals,
     write_marker,
 )
-from agemem.train.preflight import preflight
+from agemem.train.preflight import check_engine_logprobs, check_initial_mismatch, preflight
 from agemem.train.samples import build_samples
 
 if TYPE_CHECKING:
@@ -219,6 +219,8 @@ class TrainRun:
         cache_dir = config.distractors.cache_dir
         self.distractor_cache = DistractorCache(cache_dir) if cache_dir else None
         self.engine = build_engine(config.engine, self.lm, self.tokenizer, self.accelerator)
+        if config.train.off_policy and config.engine.backend == "openai":
+            check_engine_logprobs(self.engine, self.tokenizer)  # before the first rollout, with the fix named
         self.driver = build_driver(
             config.rollout,
             config.sampling,
@@ -363,6 +365,8 @@ def train(
                 )  # fmt: skip
                 releaser.release_now()  # and the update's activations before the next rollout
                 timer.lap("update")
+                if step == 1:
+                    check_initial_mismatch(config, update)  # a served model that is not the policy: stop now
                 # a signal that came by now keeps this step; the engine (maybe a server being preempted too) is
                 # not needed again, so the sync is skipped
                 stopping = step < config.max_steps and any_rank(run.accelerator, watch.requested())

@@ -7,6 +7,7 @@ Each check is a pure function of the config (and the installed versions) that ra
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from agemem.core.configlib import ConfigError
 from agemem.core.versions import check_versions
@@ -55,6 +56,49 @@ def check_on_policy(config: TrainRunConfig) -> None:
         "reweighted by min(p_trainer / p_engine, %s) and train/mismatch_* logs the gap",
         backend,
         config.grpo.tis_cap,
+    )
+
+
+def check_engine_logprobs(engine: Any, tokenizer: Any) -> None:
+    """Off-policy training weighs every token by ``π_trainer / π_engine``, so the engine's log-probs must be those
+    of the distribution it sampled from. vLLM returns the raw logits' log-probs unless it was started with
+    ``--logprobs-mode processed_logprobs``: the weight would then correct a ratio that is not the one sampled,
+    silently. Probe the served engine once before the first rollout and refuse raw or missing log-probs
+    (:meth:`agemem.rollouts.engines.openai_engine.OpenAIEngine.logprob_mode`)."""
+    from agemem.core.chat import render_chat
+
+    prompt = tokenizer(render_chat(tokenizer, [{"role": "user", "content": "Name a city."}]), add_special_tokens=False)
+    mode = engine.logprob_mode(list(prompt["input_ids"]))
+    if mode == "raw":
+        raise ConfigError(
+            f"the server at {engine.base_url} returns the raw logits' log-probs, not those of the distribution it "
+            "samples from (temperature, top-k, top-p applied), so the importance weights of train.off_policy would "
+            "be wrong; restart it with `vllm serve ... --logprobs-mode processed_logprobs`"
+        )
+    if mode == "missing":
+        raise ConfigError(
+            f"the server at {engine.base_url} returned no top log-probs for a probe request (logprobs=5): off-policy "
+            "training needs the sampled tokens' log-probs; use a vLLM or SGLang completions endpoint"
+        )
+    logging.getLogger(__name__).info("off-policy engine log-probs: %s", mode)
+
+
+def check_initial_mismatch(config: TrainRunConfig, update: dict[str, float]) -> None:
+    """At an off-policy run's first step the served model and the trainer hold the same initial weights, so the
+    k1 estimate of their per-token KL (``train/mismatch_kl_k1``, E_engine[log π_θ − log π_engine]) is rounding.
+    A larger one means the engine samples from something else, and every importance weight of the run would be
+    the ratio to the wrong distribution: stop before anything is saved."""
+    limit = config.train.max_initial_mismatch_kl
+    gap = abs(update.get("mismatch_kl_k1", 0.0))
+    if not config.train.off_policy or limit is None or gap <= limit:
+        return
+    raise ConfigError(
+        f"step 1: the served model's log-probs differ from the trainer's by {gap:.3g} nats a token "
+        f"(|train/mismatch_kl_k1| > train.max_initial_mismatch_kl={limit:g}), although both should be the initial "
+        f"weights: check that engine.openai.model serves policy.model={config.policy.model!r}, that the server "
+        "honours the sampling fields (top_k, top_p, temperature, min_p, repetition_penalty) and returns processed "
+        "log-probs (vllm serve --logprobs-mode processed_logprobs); nothing was saved. Raise "
+        "train.max_initial_mismatch_kl (or set it to null) to train against another model on purpose"
     )
 
 

@@ -38,8 +38,9 @@ class MicroBatch:
     weight_N: torch.Tensor
     """aggregation weight of each token (0 for a padding repeat)."""
     engine_logp_N: torch.Tensor
+    """the engine's log-prob of each token (0 where it reported none)."""
     has_engine_N: torch.Tensor
-    """1 where the engine reported a log-prob."""
+    """1 where the engine reported the token's log-prob."""
     sample_slices: list[tuple[int, int, int]]
     """(sample index, start, end) of each sample's tokens in the flat N axis."""
 
@@ -65,8 +66,9 @@ def collate(
         cols += positions
         adv += [sample.advantage] * len(positions)
         weight += weights[index]
-        engine += [sample.engine_logprobs_T[t] for t in positions]
-        has_engine += [float(sample.has_engine_logprobs)] * len(positions)
+        known = sample.engine_known_T
+        engine += [sample.engine_logprobs_T[t] if known[t] else 0.0 for t in positions]
+        has_engine += [float(known[t]) for t in positions]
     as_float = {"dtype": torch.float32, "device": device}
     return MicroBatch(
         input_ids.to(device),
@@ -196,7 +198,8 @@ def policy_update(
             ref = per_sample_logprobs(ref_module, samples, budget, pad_id, device, accelerator, chunk)
     policy.train()
 
-    sums = {"loss": 0.0, "kl": 0.0, "clipped": 0.0, "ratio": 0.0, "mismatch_k1": 0.0, "mismatch_abs": 0.0}
+    sums = {"loss": 0.0, "kl": 0.0, "clipped": 0.0, "ratio": 0.0, "mismatch_k1": 0.0, "mismatch_abs": 0.0,
+            "tis_excluded": 0.0}  # fmt: skip
     counts = {"tokens": 0.0, "engine_tokens": 0.0}
     grad_norms: list[float] = []
     engine = accelerator.deepspeed_engine_wrapped.engine if accelerator.distributed_type == "DEEPSPEED" else None
@@ -233,6 +236,8 @@ def policy_update(
                 sums["mismatch_abs"] += float(delta.abs().sum())
                 counts["tokens"] += n
                 counts["engine_tokens"] += float(engine_mask.sum())
+                if grpo.tis_cap is not None:
+                    sums["tis_excluded"] += n - float(engine_mask.sum())
             grad_norms.append(_step(accelerator, policy, optimizer, scheduler, train.max_grad_norm))
             if engine is not None and engine.global_steps != first_step + len(grad_norms):
                 # accelerate < 1.8.1 let DeepSpeed step at every micro-batch's backward, whatever the sync flag
@@ -253,6 +258,7 @@ def policy_update(
         "ratio_mean": total["ratio"] / tokens,
         "mismatch_kl_k1": total["mismatch_k1"] / engine_tokens,
         "mismatch_abs_logp": total["mismatch_abs"] / engine_tokens,
+        "tis_excluded_fraction": total["tis_excluded"] / tokens,
         "grad_norm": sum(grad_norms) / len(grad_norms),
         "learning_rate": scheduler.get_last_lr()[0],
         "tokens_trained": total["tokens"] / updates,
@@ -274,7 +280,9 @@ def _forward_backward(
     is_weight_N = None
     if grpo.tis_cap is not None:
         engine_N = torch.where(batch.has_engine_N > 0, batch.engine_logp_N, logp_old_N)
-        is_weight_N = truncated_is_weight(logp_old_N, engine_N, grpo.tis_cap)
+        # a token whose sampling probability is unknown cannot be reweighted: it leaves the policy term (weight 0,
+        # counted in train/tis_excluded_fraction), never a silent weight of 1
+        is_weight_N = truncated_is_weight(logp_old_N, engine_N, grpo.tis_cap) * batch.has_engine_N
     loss_N, parts = grpo_token_loss(
         logp_N,
         logp_old_N,

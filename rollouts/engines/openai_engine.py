@@ -56,6 +56,13 @@ TOKEN_ID_PREFIX = "token_id:"
 _CONFIG_ERROR_STATUSES = frozenset({401, 403, 404})
 """client errors that every request would hit (bad key, wrong URL or model): raise, do not mark one prompt."""
 
+NEUTRAL_SAMPLING: dict[str, Any] = {"top_k": -1, "min_p": 0.0, "repetition_penalty": 1.0}
+"""vLLM/SGLang sampling fields sent with every completions request unless the sampling settings say otherwise
+(``top_k``): each value turns its processing off, so the server samples from the tempered, top-p distribution
+alone, which is what :func:`agemem.train.policy.chosen_token_logprobs` computes."""
+
+LogprobMode = Literal["processed", "raw", "unknown", "missing"]
+
 _STOP_FINISHES = frozenset({"stop", "eos", "end_turn", "stop_sequence", "tool_calls", "function_call"})
 
 
@@ -200,7 +207,15 @@ class OpenAIEngine:
         body["max_tokens"] = sampling.max_tokens
         body["temperature"] = sampling.temperature
         body["top_p"] = sampling.top_p
-        if sampling.top_k > 0:  # vLLM/SGLang extension; only sent when asked for, hosted APIs reject it
+        if self.api == "completions":
+            # every field that shapes the sampled distribution, spelled out: `vllm serve` fills the ones a request
+            # leaves out from the model's generation_config.json (Qwen2.5: top_k 20, repetition_penalty 1.05), and
+            # its samples would come from another distribution than the one the trainer's log-probs assume
+            extra.update(NEUTRAL_SAMPLING)
+            body["presence_penalty"] = body["frequency_penalty"] = 0.0
+            if sampling.top_k > 0:
+                extra["top_k"] = sampling.top_k
+        elif sampling.top_k > 0:  # vLLM/SGLang extension; hosted chat APIs reject unknown fields
             extra["top_k"] = sampling.top_k
         if sampling.seed is not None:
             body["seed"] = derive_seed(sampling.seed, call_index, index)
@@ -210,6 +225,35 @@ class OpenAIEngine:
             extra["stop_token_ids"] = [int(token) for token in sampling.stop_token_ids]
         body["extra_body"] = {**extra, **self.extra_body}  # sent last: it overrides the fields above
         return body
+
+    def logprob_mode(self, prompt: Sequence[int], *, low_temperature: float = 0.25) -> LogprobMode:
+        """Whether the server's log-probs are those of the distribution it samples from (vLLM's
+        ``--logprobs-mode processed_logprobs``) or of the raw logits (vLLM's default, ``raw_logprobs``).
+
+        Asks for one token of ``prompt`` and its top-5 alternatives at temperature 1 and at ``low_temperature``:
+        processed log-probs of the most likely token change with the temperature, raw ones do not. 'unknown'
+        when the model is so sure of that token that tempering moves nothing (then nothing needs correcting
+        either); 'missing' when the server returns no usable top log-probs.
+        """
+        found = []
+        for temperature in (1.0, low_temperature):
+            sampling = SamplingParams(temperature=temperature, max_tokens=1, seed=0)
+            body = {**self._request_body(0, 0, prompt, None, sampling), "logprobs": 5}
+            try:
+                choice = request(self.client, self.url, lambda client, b=body: self._send(client, b), _first_choice)
+            except HTTPRequestError as err:
+                raise EngineError(self._failure_message(err)) from err
+            top = ((choice.get("logprobs") or {}).get("top_logprobs") or [None])[0]
+            if not isinstance(top, dict) or not top:
+                return "missing"
+            found.append(top)
+        best = max(found[0], key=found[0].get)
+        if best not in found[1]:
+            return "processed"  # the top-5 changed with the temperature: only processed log-probs do that
+        at_one, at_low = float(found[0][best]), float(found[1][best])
+        if abs(at_one - at_low) > 1e-4:
+            return "processed"
+        return "raw" if at_one < -1e-3 else "unknown"
 
     def _send(self, client: Any, body: dict[str, Any]) -> Any:
         """One SDK call (``client``: the request's copy of :attr:`client`, with its retry budget)."""

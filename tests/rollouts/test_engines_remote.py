@@ -139,8 +139,12 @@ def test_completions_sends_token_ids_sampling_and_per_request_seeds(serve, qwen_
 
     engine.generate(prompts[:1], sampling)  # the next call of the same engine draws fresh seeds
     assert server.bodies()[-1]["seed"] == derive_seed(11, 1, 0) != bodies[0]["seed"]
-    engine.generate([[7]], SamplingParams(seed=None))  # no top_k, no seed, no stop ids sent
-    assert not {"top_k", "seed", "stop_token_ids"} & server.bodies()[-1].keys()
+    engine.generate([[7]], SamplingParams(seed=None))  # no seed, no stop ids; every sampling field explicit
+    last = server.bodies()[-1]
+    assert not {"seed", "stop_token_ids"} & last.keys()
+    # neutral values, never the server's defaults (vLLM fills a missing field from generation_config.json)
+    explicit = ("top_k", "min_p", "repetition_penalty", "presence_penalty", "frequency_penalty")
+    assert [last[key] for key in explicit] == [-1, 0.0, 1.0, 0.0, 0.0]
 
 
 def test_stop_token_is_appended_when_the_server_leaves_it_out(serve, qwen_tokenizer, im_end):

@@ -97,7 +97,7 @@ def accelerator():
     return Accelerator(cpu=True)
 
 
-def sgd_update(accelerator, samples, *, micro_batch_tokens=100_000, aggregation="token_mean", beta=0.1):
+def sgd_update(accelerator, samples, *, micro_batch_tokens=100_000, aggregation="token_mean", beta=0.1, tis_cap=None):
     """One policy_update with SGD(lr=1): the weight change is minus the gradient, exactly."""
     from agemem.rollouts.policy import load_policy
     from agemem.train.policy import Reference, TokenLogprobs
@@ -114,7 +114,7 @@ def sgd_update(accelerator, samples, *, micro_batch_tokens=100_000, aggregation=
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0)
     prepared, optimizer = accelerator.prepare(policy, optimizer)
     before = {k: v.clone() for k, v in policy.state_dict().items()}
-    grpo = GRPOConfig(beta=beta, loss_aggregation=aggregation)
+    grpo = GRPOConfig(beta=beta, loss_aggregation=aggregation, tis_cap=tis_cap)
     train = TrainConfig(micro_batch_tokens=micro_batch_tokens, max_grad_norm=0.0)
     metrics = policy_update(accelerator, prepared, optimizer, scheduler, reference, samples, grpo, train, pad_id=0)
     delta = {k: before[k] - v for k, v in policy.state_dict().items()}
@@ -165,3 +165,31 @@ def test_update_loss_matches_the_hand_formula(accelerator):
     assert metrics["loss"] == pytest.approx(-0.5 + 0.1 * metrics["kl"], rel=1e-5)
     # the engine said -0.5 / -0.25 / -1.0 per token; the tiny model's log-probs at T = 0.7 are near -ln(151k)/0.7
     assert metrics["mismatch_abs_logp"] > 5
+
+
+def without_engine_logprobs(trajectory: Trajectory, indices: set[int]) -> Trajectory:
+    for index in indices:
+        trajectory.steps[index].logprobs = None
+    return trajectory
+
+
+def test_a_merged_step_without_log_probs_keeps_the_other_steps_log_probs():
+    """Steps 1 and 2 merge; step 2 came without engine log-probs. Before, the whole merged sample lost them."""
+    (first, second), _ = build_samples([without_engine_logprobs(make_trajectory(0), {1, 2})], [1.0])
+    # sample 1 = step 1 (5 tokens, -0.5 each) + step 2 (3 tokens, unknown); sample 2 = step 3 (unknown) + step 4
+    known = [lp for lp, k in zip(first.engine_logprobs_T, first.engine_known_T) if k]
+    assert known == [-0.5] * 5 and sum(first.engine_known_T) == 5 and first.completion_tokens == 8
+    assert sum(second.engine_known_T) == 4 and second.completion_tokens == 10
+
+
+def test_tokens_without_engine_log_probs_leave_the_corrected_loss_instead_of_weighing_one(accelerator):
+    """With grpo.tis_cap, a sample whose tokens have no engine log-prob adds nothing to the policy term: with
+    beta = 0 and token-mean weights 1/T over all T tokens, the update on A + B_unknown is the update on A alone
+    scaled by T_A / (T_A + T_B). Before, B's tokens were reweighted by 1 as if sampled by the trainer."""
+    a, _ = build_samples([make_trajectory(0)], [1.0])
+    b, _ = build_samples([without_engine_logprobs(make_trajectory(1), {0, 1, 2, 3})], [-0.5])
+    tokens_a, tokens_b = (sum(s.completion_tokens for s in group) for group in (a, b))
+    both_metrics, both = sgd_update(accelerator, a + b, beta=0.0, tis_cap=100.0)
+    _, alone = sgd_update(accelerator, a, beta=0.0, tis_cap=100.0)
+    assert both_metrics["tis_excluded_fraction"] == pytest.approx(tokens_b / (tokens_a + tokens_b))
+    assert_same_gradients(both, {k: v * tokens_a / (tokens_a + tokens_b) for k, v in alone.items()})
