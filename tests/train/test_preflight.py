@@ -62,9 +62,15 @@ def initial_policy():
 
 
 def off_policy_train(tmp_path, server, *overrides):
+    from accelerate.state import AcceleratorState
+
+    # the trainer must compute in fp32 as the server does: accelerate keeps one precision per process, and an
+    # earlier bf16 run in this process (tests/train/test_precision.py) would lend its autocast to this one
+    AcceleratorState._reset_state(reset_partial_state=True)
     out = tmp_path / "off_policy"
     args = [*TINY, "max_steps=1", f"output_dir={out}", *SERVED, f"engine.openai.base_url={server.url}"]
     args += ["engine.openai.retries=1", "engine.openai.concurrency=1", "train.off_policy=true", "grpo.tis_cap=2.0"]
+    args += ["train.mixed_precision=no"]
     try:
         assert main(["train", *args, *overrides]) == 0
     finally:
