@@ -464,7 +464,8 @@ class RewardConfig:
     mode: Literal["composite", "answer_only"] = "composite"
     """composite: R = w·[R_task, R_context, R_memory] + P (paper); answer_only: R = R_task + P (ablation)."""
     w_task: float = 1 / 3
-    """weight of R_task (paper, Appendix C.4: 1/3; §4 says 1.0 for each term, which only rescales the total)."""
+    """weight of R_task (paper, Appendix C.4: 1/3; its §4 says 1.0 for each term, which would triple the three terms
+    against the penalties)."""
     w_context: float = 1 / 3
     """weight of R_context (paper: 1/3)."""
     w_memory: float = 1 / 3
