@@ -103,6 +103,13 @@ class TrainConfig:
     `accelerate launch` / its config says (else no). See policy.dtype for where the weights live."""
     logprob_chunk_tokens: int = 1024
     """completion positions per lm-head chunk when computing log-probs ([chunk, vocab] logits live at a time)."""
+    logprob_head: Literal["fp32", "autocast"] = "fp32"
+    """precision of the lm head's logits in the loss: fp32 (its matmul outside autocast; a half-precision head
+    weight gets a transient fp32 copy per chunk) or the forward's autocast (bf16 logits: ~0.01 nat a token of
+    noise against an fp32 forward). Measured cost: docs/training.md#lm-head-precision."""
+    adamw_impl: Literal["auto", "fused", "foreach", "for_loop"] = "auto"
+    """AdamW's kernels: auto = fused on CUDA (one kernel per step, no temporaries), torch's default elsewhere;
+    foreach holds a temporary the size of the trainable fp32 weights during the step (agemem plan counts it)."""
     shuffle: bool = True
     """shuffle tasks each epoch over the data (seeded by the run seed)."""
     release_memory_s: float = 10.0

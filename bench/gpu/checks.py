@@ -338,7 +338,9 @@ class StepWindows:
             handle.remove()
 
 
-def run_updates(scale: Scale, work: Path, results: Path, model: str, *, lora: bool, zero: int) -> dict[str, Any]:
+def run_updates(
+    scale: Scale, work: Path, results: Path, model: str, *, lora: bool, zero: int, extra: tuple[str, ...] = ()
+) -> dict[str, Any]:
     """Build ``agemem train``'s run (TrainRun) for ``model`` and time ``scale.update_repeats`` GRPO updates on the
     same synthetic samples; the last update's peaks (optimizer state allocated) are compared with the plan."""
     import torch
@@ -349,7 +351,7 @@ def run_updates(scale: Scale, work: Path, results: Path, model: str, *, lora: bo
     from agemem.train.plan import plan_memory
     from agemem.train.update import policy_update
 
-    overrides = update_overrides(scale, work, model, lora=lora)
+    overrides = [*update_overrides(scale, work, model, lora=lora), *extra]
     config = load_command_config("train", BASE_CONFIG, overrides)
     built = time.perf_counter()
     run = TrainRun(config)
@@ -440,6 +442,19 @@ def check_update_full(scale: Scale, work: Path, results: Path) -> dict[str, Any]
     return run_updates(scale, work, results, FULL_MODEL, lora=False, zero=0)
 
 
+def check_update_foreach(scale: Scale, work: Path, results: Path) -> dict[str, Any]:
+    """The full fine-tune's update with torch's foreach AdamW (``train.adamw_impl=foreach``, torch's CUDA default)
+    beside the fused one ``auto`` picks: update time and the step's peak, as ratios to the fused run."""
+    found = run_updates(scale, work, results, FULL_MODEL, lora=False, zero=0, extra=("train.adamw_impl=foreach",))
+    fused = prior(results, "update_full_1.5b")
+    step = found.get("measured", {}).get("allocated_gib", {}).get("step")
+    fused_step = fused.get("measured", {}).get("allocated_gib", {}).get("step")
+    found["fused_update_s"] = fused.get("median_update_s")
+    found["vs_fused"] = found["median_update_s"] / found["fused_update_s"] if found["fused_update_s"] else None
+    found["step_gib_over_fused"] = step - fused_step if step is not None and fused_step is not None else None
+    return found
+
+
 def check_update_lora(scale: Scale, work: Path, results: Path) -> dict[str, Any]:
     """One GRPO update with LoRA on a Qwen2.5-7B shape over a bf16 frozen base."""
     return run_updates(scale, work, results, LORA_MODEL, lora=True, zero=0)
@@ -508,14 +523,20 @@ def check_logprobs(scale: Scale, work: Path, results: Path) -> dict[str, Any]:
         cols += list(range(len(prompt), len(sequence)))
         engine_logp += list(completion.logprobs or [float("nan")] * len(completion.token_ids))
     batch = (ids.to(device), mask.to(device), torch.tensor(rows, device=device), torch.tensor(cols, device=device))
-    module = TokenLogprobs(lm, temperature=1.0)
+    module = TokenLogprobs(lm, temperature=1.0)  # train.logprob_head=fp32, the default
+    bf16_head = TokenLogprobs(lm, temperature=1.0, head_fp32=False)  # train.logprob_head=autocast
     with torch.no_grad():
         fp32 = module(*batch).double().cpu()
         with torch.autocast(device.type, dtype=torch.bfloat16):
+            autocast_exact_head = module(*batch).double().cpu()
+            torch.set_float32_matmul_precision("high")  # what agemem train runs: the fp32 head's matmul in TF32
             autocast = module(*batch).double().cpu()
+            torch.set_float32_matmul_precision("highest")
+            autocast_bf16_head = bf16_head(*batch).double().cpu()
         cast_parameters(lm, torch.bfloat16)
-        bf16_weights = module(*batch).double().cpu()
+        bf16_weights = bf16_head(*batch).double().cpu()  # a bf16 engine's logits are bf16
     engine_t = torch.tensor(engine_logp, dtype=torch.float64)
+    del lm, module, bf16_head, engine
 
     def gap(other: torch.Tensor) -> dict[str, float]:
         delta = (other - fp32).abs()
@@ -530,9 +551,83 @@ def check_logprobs(scale: Scale, work: Path, results: Path) -> dict[str, Any]:
         "sequences": len(prompts),
         "mean_logp_fp32": float(fp32.mean()),
         "bf16_autocast_vs_fp32": gap(autocast),
+        "bf16_autocast_exact_fp32_head_vs_fp32": gap(autocast_exact_head),
+        "bf16_autocast_bf16_head_vs_fp32": gap(autocast_bf16_head),
         "bf16_weights_vs_fp32": gap(bf16_weights),
         "engine_vs_fp32": gap(engine_t),
+        "head_cost": head_cost(scale, device),
     }
+
+
+HEAD_WIDTHS = {"qwen2.5-0.5b": 896, "qwen2.5-1.5b": 1536, "qwen2.5-7b": 3584}
+"""hidden sizes of the lm heads the head-cost timing runs (the published configs'; 64 in the CPU smoke)."""
+
+
+def head_cost(scale: Scale, device: Any) -> dict[str, Any]:
+    """Seconds of the lm head's forward + backward over one update's completion positions (chunked and checkpointed
+    as :class:`TokenLogprobs` runs it), with ``train.logprob_head=fp32`` against ``autocast``, for an fp32 head
+    (plain accelerate's master weights) and a bf16 one (DeepSpeed's bf16 module), under bf16 autocast.
+
+    What the fp32 head costs an update: ``extra_s`` = fp32 − autocast, per update of
+    ``update_samples x update_completion_tokens`` positions."""
+    import torch
+    from torch import nn
+    from torch.utils.checkpoint import checkpoint
+
+    from agemem.train.policy import TokenLogprobs
+
+    positions = scale.update_samples * scale.update_completion_tokens
+    vocab, chunk = 151_936, 1024
+    rows: dict[str, Any] = {"positions": positions, "vocab": vocab, "chunk": chunk}
+    widths = {"qwen2.5-7b": 64} if scale.shrink else HEAD_WIDTHS  # the smoke's shrunk models are all 64 wide
+    repeats = 2 if scale.shrink else 4
+    for name, width in widths.items():
+        generator = torch.Generator(device=device).manual_seed(0)
+        hidden = torch.randn(positions, width, device=device, generator=generator)
+        targets = torch.randint(0, vocab, (positions,), device=device, generator=generator)
+        for weight_dtype in (torch.float32, torch.bfloat16):
+            head = nn.Linear(width, vocab, bias=False, device=device, dtype=weight_dtype)
+            nn.init.normal_(head.weight, std=0.02)
+            timings = {}
+            for mode, fp32_head, precision in (
+                ("fp32", True, "highest"),
+                ("fp32_tf32", True, "high"),
+                ("autocast", False, "highest"),
+            ):
+                torch.set_float32_matmul_precision(precision)  # "high": TF32 (what agemem train sets, fp32 head)
+                logprobs = TokenLogprobs(nn.Identity(), head_fp32=fp32_head)
+                times = []
+                for _ in range(repeats):  # one warm-up, the median of the rest
+                    h = hidden.clone().requires_grad_(True)
+                    synchronize()
+                    start = time.perf_counter()
+                    with torch.autocast(device.type, dtype=torch.bfloat16):
+                        pieces = [
+                            checkpoint(
+                                logprobs._head_logprobs,
+                                head,
+                                h[i : i + chunk],
+                                targets[i : i + chunk],
+                                use_reentrant=False,
+                            )
+                            for i in range(0, positions, chunk)
+                        ]
+                    torch.cat(pieces).sum().backward()
+                    synchronize()
+                    times.append(time.perf_counter() - start)
+                    head.weight.grad = None
+                timings[mode] = statistics.median(times[1:])
+            key = f"{name}_{str(weight_dtype).removeprefix('torch.')}_weight"
+            rows[key] = {
+                "fp32_s": timings["fp32"],
+                "fp32_tf32_s": timings["fp32_tf32"],
+                "autocast_s": timings["autocast"],
+                "extra_s": timings["fp32"] - timings["autocast"],
+                "extra_tf32_s": timings["fp32_tf32"] - timings["autocast"],
+            }
+            del head
+    torch.set_float32_matmul_precision("highest")
+    return rows
 
 
 CHECKS: dict[str, Callable[[Scale, Path, Path], dict[str, Any]]] = {
@@ -541,6 +636,7 @@ CHECKS: dict[str, Callable[[Scale, Path, Path], dict[str, Any]]] = {
     "plan": check_plan,
     "logprobs": check_logprobs,
     "update_full_1.5b": check_update_full,
+    "update_full_1.5b_foreach": check_update_foreach,
     "update_lora_7b": check_update_lora,
     "zero2_1.5b": check_zero2,
 }

@@ -130,9 +130,13 @@ def headline(name: str, result: dict[str, Any]) -> str:
         )
     if name == "logprobs":
         a, w, e = result["bf16_autocast_vs_fp32"], result["bf16_weights_vs_fp32"], result["engine_vs_fp32"]
+        b = result["bf16_autocast_bf16_head_vs_fp32"]
+        cost = result["head_cost"].get("qwen2.5-7b_bfloat16_weight", {})
         return (
-            f"|dlogp| vs fp32: bf16 autocast mean {a['mean_abs']:.2e} max {a['max_abs']:.2e}; bf16 weights "
-            f"mean {w['mean_abs']:.2e}; engine max {e['max_abs']:.1e}"
+            f"|dlogp| vs fp32: bf16 autocast mean {a['mean_abs']:.2e} max {a['max_abs']:.2e} (bf16 head: mean "
+            f"{b['mean_abs']:.2e}); bf16 weights mean {w['mean_abs']:.2e}; engine max {e['max_abs']:.1e}; "
+            f"fp32 head +{cost.get('extra_tf32_s', float('nan')):.3f}s/update in TF32, "
+            f"+{cost.get('extra_s', float('nan')):.3f}s exact (7B bf16 head)"
         )
     line = (
         f"update {result['median_update_s']:.2f}s, {result['update_tokens_per_s']:.0f} tok/s, "
@@ -143,6 +147,10 @@ def headline(name: str, result: dict[str, Any]) -> str:
         line += f"; peak {peak['measured_gib']:.1f} GiB, plan/measured {ratio(peak)}"
     if result.get("vs_plain_accelerate") is not None:
         line += f"; {result['vs_plain_accelerate']:.2f}x plain accelerate"
+    if result.get("vs_fused") is not None:
+        line += f"; {result['vs_fused']:.2f}x fused AdamW's time"
+    if result.get("step_gib_over_fused") is not None:
+        line += f", step +{result['step_gib_over_fused']:.2f} GiB"
     return line
 
 

@@ -113,8 +113,26 @@ def test_smoke_logprob_gaps(smoke):
     gaps = smoke["report"]["checks"]["logprobs"]
     assert gaps["tokens"] == common.CPU_SMOKE.logprob_prompts * common.CPU_SMOKE.logprob_max_tokens
     assert gaps["engine_vs_fp32"]["max_abs"] < 1e-4  # the engine's fp32 log-probs are the trainer's
-    for key in ("bf16_autocast_vs_fp32", "bf16_weights_vs_fp32"):
+    for key in ("bf16_autocast_vs_fp32", "bf16_autocast_bf16_head_vs_fp32", "bf16_weights_vs_fp32"):
         assert 0 < gaps[key]["mean_abs"] <= gaps[key]["max_abs"] < 0.5
+    # the fp32 head removes the logits' bf16 rounding: what is left is the decoder's autocast
+    assert gaps["bf16_autocast_vs_fp32"]["mean_abs"] < gaps["bf16_autocast_bf16_head_vs_fp32"]["mean_abs"]
+    cost = gaps["head_cost"]
+    assert cost["positions"] == common.CPU_SMOKE.update_samples * common.CPU_SMOKE.update_completion_tokens
+    for weight in ("float32", "bfloat16"):
+        row = cost[f"qwen2.5-7b_{weight}_weight"]
+        assert row["fp32_s"] > 0 and row["autocast_s"] > 0
+        assert row["extra_s"] == pytest.approx(row["fp32_s"] - row["autocast_s"])
+
+
+def test_smoke_foreach_adamw_beside_fused(smoke):
+    run = smoke["report"]["checks"]
+    foreach, fused = run["update_full_1.5b_foreach"], run["update_full_1.5b"]
+    assert "train.adamw_impl=foreach" in foreach["overrides"]
+    assert foreach["fused_update_s"] == fused["median_update_s"]
+    assert foreach["vs_fused"] == pytest.approx(foreach["median_update_s"] / fused["median_update_s"])
+    # the same samples and initial weights: AdamW's kernels differ, its first update's loss cannot
+    assert foreach["loss"] == pytest.approx(fused["loss"], rel=1e-4, abs=1e-6)
 
 
 def test_smoke_plan_check_compares_nothing_without_a_gpu(smoke):

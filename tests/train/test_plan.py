@@ -153,10 +153,13 @@ def test_zero2_on_8x80_by_hand():
     #   per layer per token 16h + 4q + 4kv + 4a + 8i = 57,344 + 14,336 + 2,048 + 112 + 151,552 = 225,392 B
     #   stored: layer inputs L x T x 2h = 28 x 32,768 x 7,168 = 6,576,668,672
     #           + final norm / head input T x (4h + 4h) = 939,524,096
-    #   working: max(one layer T x 225,392 = 7,385,645,056, logits chunk 16 x 1024 x 152,064 = 2,491,416,576)
+    #   working: max(one layer T x 225,392 = 7,385,645,056, logits chunk 16 x 1024 x 152,064 = 2,491,416,576
+    #            + the fp32 head copy and its fp32 gradient (train.logprob_head=fp32 over DeepSpeed's bf16 head)
+    #              8 x 152,064 x 3,584 = 4,359,979,008, in all 6,851,395,584)
     assert plan.activations.per_token_layer == 225_392
     assert got["activations"] == 6_576_668_672 + 939_524_096 + 7_385_645_056
-    assert plan.activations.logits_chunk == 2_491_416_576
+    assert plan.activations.logits_chunk == 6_851_395_584
+    assert got["AdamW step temporary"] == 0  # fused on a GPU (train.adamw_impl auto)
     assert plan.activations.logits_unchunked == 4 * 32768 * 152064  # what the chunking avoids (18.6 GiB)
     # phases: the backward holds everything but the step's fp32 gradient; vLLM stays awake (no sleep mode)
     reserve = int(1.5 * GIB)
@@ -255,7 +258,8 @@ def test_activations_with_and_without_checkpointing():
     on, off = plan.activations, plan.activations_other
     assert on.checkpointing and not off.checkpointing
     # without checkpointing every layer keeps its 225,392 B/token: 28 x 32,768 x 225,392 (+ head input, chunk)
-    assert off.total == 28 * 32768 * 225_392 + 939_524_096 + 2_491_416_576
+    # the chunk: 2,491,416,576 of logits + 4,359,979,008 of fp32 head copy and gradient (see the test above)
+    assert off.total == 28 * 32768 * 225_392 + 939_524_096 + 6_851_395_584
     assert off.total > 10 * on.total
 
 
