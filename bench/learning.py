@@ -10,7 +10,9 @@ GRPO policy plays the same held-out tasks with the same sampling seeds, so arms 
 * ``answer_only``  — R = R_task + penalties (``reward.mode=answer_only``);
 * ``paper``        — the composite with the paper's literal terms (``reward.terms=paper``);
 * ``penalty_stage3``, ``std_floor_0.05``, ``std_floor_0.1`` — the composite with the round-limit penalty on
-  Stage-3 rounds only, or an advantage std floor: the settings whose defaults this comparison chose.
+  Stage-3 rounds only, or an advantage std floor: the settings whose defaults this comparison chose;
+* ``stage_tools_paper`` — the composite with each stage offering only the paper's tools
+  (``rollout.stage_tools=paper``) instead of all six everywhere.
 
 Prints each arm's before/after table and the arms' comparison (EM difference to ``composite`` with a
 95% Student-t interval across seeds and pooled over all paired episodes, plus what each arm learned),
@@ -50,6 +52,7 @@ ARMS: dict[str, list[str]] = {
     "penalty_stage3": ["reward.mode=composite", "reward.round_limit_scope=stage3"],
     "std_floor_0.05": ["reward.mode=composite", "grpo.advantage_std_floor=0.05"],
     "std_floor_0.1": ["reward.mode=composite", "grpo.advantage_std_floor=0.1"],
+    "stage_tools_paper": ["reward.mode=composite", "rollout.stage_tools=paper"],
 }
 """arm -> its config overrides (the shipped defaults elsewhere): reward arms, and the settings whose defaults were
 chosen by this comparison (the round-limit penalty's scope, the advantage's std floor)."""

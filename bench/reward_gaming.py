@@ -8,6 +8,12 @@ three retrievals instead of one). Each plays the same synthetic tasks through th
 
 ``gain`` is a farmer's mean total minus that of the same agent without the habit: what farming pays.
 
+The second table is the property test's (``tests/rewards/test_neutral_habits.py``) on more tasks: every neutral
+habit (``tests/rewards/habits.py``: a call whose effect is erased before the answer, or that leaves memory and the
+answer-time context unchanged up to formatting and duplicates) inserted into four agents of different quality, and
+the habits that are not neutral beside them; its gain is the largest, over the four agents, of the mean total with
+the habit minus without.
+
     python bench/reward_gaming.py                 # 8 synthetic tasks
     python bench/reward_gaming.py --tasks 3 --out /tmp/gaming.json
 """
@@ -29,6 +35,7 @@ from rich.table import Table
 from agemem.core.chat import load_tokenizer
 from agemem.rollouts.synthetic import generate_synthetic_tasks
 from tests.rewards.agents import FARMERS, VARIANTS, play_variant
+from tests.rewards.habits import AGENTS, HABITS, NOT_NEUTRAL, play, score
 
 READINGS = ("effects", "paper")
 TERMS = ("context/preventive", "context/preservation", "memory/maintenance", "context/compression")
@@ -72,6 +79,20 @@ def main() -> None:
             )
         table.add_row(*cells)
     Console(width=170).print(table)
+    habits = habit_gains(tasks, tokenizer)
+    habit_table = Table(title=f"habits: largest mean gain over {len(AGENTS)} agents, {args.tasks} tasks")
+    for column in ("habit", "neutral", "gain (effects)", "gain (paper)", "agent (paper)"):
+        habit_table.add_column(column, justify="left" if column in ("habit", "agent (paper)") else "right")
+    for label, row in habits.items():
+        paper_agent = max(row["paper"], key=row["paper"].get)
+        habit_table.add_row(
+            label,
+            "yes" if row["neutral"] else "no",
+            f"{max(row['effects'].values()):+.4f}",
+            f"{max(row['paper'].values()):+.4f}",
+            paper_agent,
+        )
+    Console(width=170).print(habit_table)
 
     report = {
         "what": "mean composite reward of scripted agents under reward.terms=effects and =paper; gain = a farmer's "
@@ -86,10 +107,32 @@ def main() -> None:
         "tasks": args.tasks,
         "twins": FARMERS,
         "agents": rows,
+        "habits": habits,
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
     print(f"wrote {args.out}")
+
+
+def habit_gains(tasks, tokenizer) -> dict[str, dict]:
+    """Per habit: whether it is neutral, and per agent the mean total with it minus without, under each reading."""
+    honest = {}
+    for agent in AGENTS:
+        trajectories = play(tasks, tokenizer, agent)
+        honest[agent] = {reading: _mean_total(score(trajectories, tasks, reading)) for reading in READINGS}
+    out: dict[str, dict] = {}
+    for habit in [*HABITS, *NOT_NEUTRAL]:
+        row: dict = {"neutral": habit.neutral, "effects": {}, "paper": {}}
+        for agent in AGENTS:
+            trajectories = play(tasks, tokenizer, agent, habit)
+            for reading in READINGS:
+                row[reading][agent] = _mean_total(score(trajectories, tasks, reading)) - honest[agent][reading]
+        out[habit.label] = row
+    return out
+
+
+def _mean_total(breakdowns) -> float:
+    return sum(b["total"] for b in breakdowns) / len(breakdowns)
 
 
 if __name__ == "__main__":

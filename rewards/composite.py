@@ -25,12 +25,21 @@ class TermReadings:
     management_steps: Callable[..., list[int]]
     maintenance_count: Callable[..., int]
     preservation_items: Callable[..., list[str]]
+    stored_entries: Callable[..., list[str]]
 
 
 TERM_READINGS: dict[str, TermReadings] = {
-    "paper": TermReadings(terms.management_steps_paper, terms.maintenance_count_paper, terms.preservation_items_paper),
+    "paper": TermReadings(
+        terms.management_steps_paper,
+        terms.maintenance_count_paper,
+        terms.preservation_items_paper,
+        terms.stored_entries_paper,
+    ),
     "effects": TermReadings(
-        terms.management_steps_effective, terms.maintenance_count_effective, terms.preservation_items_needed
+        terms.management_steps_effective,
+        terms.maintenance_count_effective,
+        terms.preservation_items_needed,
+        terms.stored_entries_held,
     ),
 }
 ROUND_LIMIT_SCOPES: dict[str, Callable[[Sequence[dict]], bool]] = {
@@ -56,6 +65,15 @@ def answer_step(trajectory: Trajectory) -> Step | None:
     return answered[-1] if answered else (actions[-1] if actions else None)
 
 
+def answer_context_text(trajectory: Trajectory, step: Step | None) -> str:
+    """What R_preservation searches: :func:`terms.kept_context_text` of the context the env recorded at the agent's
+    last step (the answering step: the same one :func:`answer_step` picks). A trajectory recorded before the env
+    kept that context falls back to the step's decoded prompt without the question."""
+    if trajectory.stats.prompt_context is not None:
+        return terms.kept_context_text(trajectory.stats.prompt_context)
+    return step.prompt_text.replace(trajectory.question, "") if step else ""
+
+
 def score_trajectories(
     trajectories: Sequence[Trajectory],
     tasks: Mapping[str, Task],
@@ -71,7 +89,8 @@ def score_trajectories(
             judge.answer_scores([AnswerItem(t.question, t.answer or "", t.gold_answer) for t in answered]),
         )
     )
-    entries = {id(t): [op.content for op in t.stats.ops("add", stage=1)] for t in trajectories}
+    stored = TERM_READINGS[config.terms].stored_entries
+    entries = {id(t): stored(t.stats.memory_ops) for t in trajectories}
     memory_items = [
         MemoryItem(content, tuple(f.text for f in tasks[t.task_id].supporting_facts))
         for t in trajectories
@@ -110,8 +129,9 @@ def reward_breakdown(
     reading = TERM_READINGS[config.terms]
     step = answer_step(trajectory)
     tokens_used = step.context_tokens if step else 0
-    context_text = step.prompt_text.replace(trajectory.question, "") if step else ""
-    management = reading.management_steps(stats.summaries, stats.filters)
+    context_text = answer_context_text(trajectory, step)
+    summaries = terms.summary_sources(stats.prompt_context or [], stats.summaries)
+    management = reading.management_steps(stats.summaries, stats.filters, stats.resets)
     maintained = reading.maintenance_count(stats.memory_ops)
     items = reading.preservation_items(trajectory.question, facts, trajectory.distractors)
     round_limit_hit = ROUND_LIMIT_SCOPES[config.round_limit_scope](trajectory.limit_hits)
@@ -119,7 +139,7 @@ def reward_breakdown(
     r_task = terms.task_reward(answer_score)
     compression = terms.compression_reward(tokens_used, token_budget)
     preventive = terms.preventive_reward(management, stats.first_overflow_step)
-    preservation = terms.preservation_reward(items, context_text)
+    preservation = terms.preservation_reward(items, context_text, summaries)
     r_context = terms.context_reward(compression, preventive, preservation)
     storage = terms.storage_reward(entry_scores, config.storage_threshold)
     maintenance = terms.maintenance_reward(maintained)
@@ -155,7 +175,8 @@ def reward_breakdown(
         "penalty/overflow": float(stats.overflow),
         "violations": float(violations),
         "context/tokens_used": float(tokens_used),
-        "memory/stage1_adds": float(len(entry_scores)),
+        "memory/stage1_adds": float(len(stats.ops("add", stage=1))),
+        "memory/stored_judged": float(len(entry_scores)),
         "memory/retrievals": float(len(retrieval_scores)),
         "context/management_calls": float(len(stats.summaries) + len(stats.filters)),
         "context/management_effective": float(len(management)),

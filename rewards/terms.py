@@ -1,44 +1,53 @@
-"""The AgeMem reward terms (paper Appendix A.2), each a small pure function.
+"""The AgeMem reward terms (paper Appendix A.2, arXiv 2601.01885v1, Eqs. 16-26), each a small pure function.
 
 Every function takes plain numbers or records from a finished trajectory and returns a
 float; the judge calls happen before (:mod:`agemem.rewards.composite`), so the terms stay pure and
 testable by hand.
 
-Three terms read what the agent *did*, and the paper's letter pays for calls, not effects: a Filter_context
+Four terms read what the agent *did*, and the paper's letter pays for calls, not effects: a Filter_context
 that removes nothing is context management, an Update_memory that writes the same text back is maintenance,
-and the question's key items in a kept distractor are preservation. Each has two readings here, chosen by
-``reward.terms``: ``paper`` (the letter of Eqs. 19, 20, 23, for reproduction) and ``effects`` (default: only what
-changed the context or the memory, and only what the question needs, counts):
+a fact stored twice is two high-quality adds, and the question's key items in a kept distractor are
+preservation. Each has two readings here, chosen by ``reward.terms``: ``paper`` (the letter of Eqs. 20, 21, 23,
+24, for reproduction) and ``effects`` (default: only what changed the context the agent answers in, or the meaning
+of what memory holds, and only what the question needs, counts):
 
 | term | paper | effects |
 |---|---|---|
 | preventive | :func:`management_steps_paper` | :func:`management_steps_effective` |
-| maintenance | :func:`maintenance_count_paper` | :func:`maintenance_count_effective` |
 | preservation | :func:`preservation_items_paper` | :func:`preservation_items_needed` |
+| storage | :func:`stored_entries_paper` | :func:`stored_entries_held` |
+| maintenance | :func:`maintenance_count_paper` | :func:`maintenance_count_effective` |
+
+Both readings look for preservation items in the same place, :func:`kept_context_text`, with the same matcher,
+:func:`contains_item` (whole words; never the system prompt, the tool schemas or the agent's own messages).
 """
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from agemem.core.context import SUMMARY_PREFIX
 
 if TYPE_CHECKING:
     from agemem.core.env import FilterRecord, MemoryOpRecord, SummaryRecord
 
 
 def task_reward(answer_score: float | None) -> float:
-    """R_task = S, the judge's score of the final answer in [0, 1]; −1 when no answer was given (Eq. 17)."""
+    """R_task = S_judge, the judge's score of the final answer in [0, 1]; P_no-answer = −1 when no answer was given
+    (Eq. 17)."""
     return -1.0 if answer_score is None else float(answer_score)
 
 
 def compression_reward(tokens_used: int, token_budget: int) -> float:
-    """R_compression = max(0, 1 − T_used / T_max), T_used the context tokens at answer time (Eq. 18)."""
+    """R_compression = max(0, 1 − T_used / T_max), T_used the context tokens at answer time (Eq. 19)."""
     return max(0.0, 1.0 - tokens_used / token_budget)
 
 
 def preventive_reward(management_steps: Sequence[int], first_overflow_step: int | None) -> float:
-    """R_preventive (Eq. 19): 1 when context management happened (``management_steps``, from
+    """R_preventive (Eq. 20): 1 when context management happened (``management_steps``, from
     :func:`management_steps_paper` or :func:`management_steps_effective`) before the context first exceeded the
     budget — at any step when it never did — else 0 (exceeded, or never managed)."""
     if first_overflow_step is None:
@@ -54,6 +63,7 @@ _KEY_ITEM = re.compile(
 )
 _QUESTION_WORDS = frozenset(
     [
+        # question words, articles and prepositions
         "What",
         "Which",
         "Who",
@@ -91,40 +101,180 @@ _QUESTION_WORDS = frozenset(
         "These",
         "Those",
         "Name",
+        # pronouns and words that start sentences: capitalised, never an item
+        "It",
+        "Its",
+        "He",
+        "His",
+        "She",
+        "Her",
+        "They",
+        "Their",
+        "Them",
+        "We",
+        "Our",
+        "I",
+        "My",
+        "You",
+        "Your",
+        "There",
+        "Here",
+        "Then",
+        "But",
+        "So",
+        "If",
+        "Also",
     ]
 )
+_ABBREVIATIONS = frozenset(
+    [
+        "St.",
+        "Mr.",
+        "Mrs.",
+        "Ms.",
+        "Dr.",
+        "Jr.",
+        "Sr.",
+        "Mt.",
+        "Ft.",
+        "Prof.",
+        "Gen.",
+        "Col.",
+        "Lt.",
+        "Sgt.",
+        "Rev.",
+        "No.",
+        "vs.",
+    ]
+)
+
+
+def _ends_sentence(word: str) -> bool:
+    """A word ending in "." ends its sentence unless it is an initial ("J."), an abbreviation with inner dots
+    ("U.S.") or a listed title ("St.", "Dr.")."""
+    if not word.endswith("."):
+        return False
+    stem = word[:-1]
+    return not (len(stem) == 1 or "." in stem or word in _ABBREVIATIONS)
+
+
+def _split_sentences(words: list[str]) -> list[list[str]]:
+    """A run of capitalised words cut after each word that ends a sentence ("Paris. It" → "Paris.", "It")."""
+    runs: list[list[str]] = [[]]
+    for word in words:
+        runs[-1].append(word)
+        if _ends_sentence(word):
+            runs.append([])
+    return [run for run in runs if run]
 
 
 def key_items(question: str) -> list[str]:
     """The question's key items: named entities, places, numbers and dates.
 
     Rule: dates (a month name with optional day and year), numbers, and runs of capitalised
-    words (joined across of/the/de/la/von/van) — minus a leading question word or article, and
-    minus runs that are only such words. Deduplicated, in order of appearance.
+    words (joined across of/the/de/la/von/van, never across a sentence end: "Paris. It" is "Paris", then "It") —
+    minus a leading question word, article or pronoun, and minus runs that are only such words. Deduplicated, in
+    order of appearance.
     """
     items: list[str] = []
     for match in _KEY_ITEM.finditer(question):
-        words = match.group(0).split()
-        while words and words[0] in _QUESTION_WORDS:
-            words = words[1:]
-        item = " ".join(words).rstrip(".,'’")
-        if item and item not in items:
-            items.append(item)
+        for words in _split_sentences(match.group(0).split()):
+            while words and words[0] in _QUESTION_WORDS:
+                words = words[1:]
+            item = " ".join(words).rstrip(".,'’")
+            if item and item not in items:
+                items.append(item)
     return items
 
 
-def preservation_reward(items: Sequence[str], context_text: str) -> float:
-    """R_preservation (Eq. 20): the fraction of the question's key items still present (case-
-    insensitively) in the context at answer time — directly or inside a summary — *outside the
-    question message itself*, which is always kept. 1 when the question has no key items."""
+def contains_item(item: str, text: str) -> bool:
+    """Whether ``text`` holds ``item`` as whole words, case-insensitively, with any whitespace between its words:
+    "He" is not in "the", "Ed Wood" is in "ed\\nwood", "1996" is not in "19961"."""
+    words = [re.escape(word) for word in item.split()]
+    return bool(words) and re.search(r"(?<!\w)" + r"\s+".join(words) + r"(?!\w)", text, re.IGNORECASE) is not None
+
+
+KEPT_KINDS = frozenset(["chat", "fact", "distractor"])
+"""Context message kinds that carry what the agent was told and kept: user turns, the question aside (summaries are
+credited apart: :func:`summary_sources`)."""
+RETRIEVAL_ORIGINS = frozenset(["tool_result:Retrieve_memory", "introspection", "rag"])
+"""Context message origins (:func:`agemem.core.env.message_origin`) that show memory contents."""
+
+
+def _origin(message: Mapping[str, Any]) -> str:
+    kind = message.get("kind", "chat")
+    return f"tool_result:{message.get('name')}" if kind == "tool_result" else kind
+
+
+def _memory_contents(tool_text: str) -> list[str]:
+    """The memory contents a Retrieve_memory result showed (its JSON ``memories[].content``); none when unreadable."""
+    try:
+        payload = json.loads(tool_text)
+    except json.JSONDecodeError:
+        return []
+    memories = payload.get("memories", []) if isinstance(payload, dict) else []
+    return [str(m["content"]) for m in memories if isinstance(m, dict) and "content" in m]
+
+
+def kept_context_text(messages: Sequence[Mapping[str, Any]]) -> str:
+    """Where R_preservation looks first: what the agent kept, as it was given, of the content at answer time.
+
+    From the answer-time context messages (``role``, ``kind``, ``name``, ``content``): the user turns other than the
+    question (facts, distractors, chat: :data:`KEPT_KINDS`) and the memory contents shown by retrievals
+    (:data:`RETRIEVAL_ORIGINS`). Not the system prompt or the tool schemas (never in ``messages``), not the question,
+    not the agent's own replies (its thoughts and call arguments), not the results of its other calls, and not
+    summaries, which the agent writes itself (:func:`summary_sources` credits them). One blank line between pieces,
+    so no item spans two of them."""
+    pieces: list[str] = []
+    for message in messages:
+        origin = _origin(message)
+        if message.get("role") == "user" and origin in KEPT_KINDS:
+            pieces.append(str(message.get("content", "")))
+        elif origin in RETRIEVAL_ORIGINS:
+            pieces.extend(_memory_contents(str(message.get("content", ""))))
+    return "\n\n".join(pieces)
+
+
+def given_text(contents: Sequence[str], origins: Sequence[str]) -> str:
+    """The part of an edited span the agent was given (not :func:`is_agents_own`), one blank line apart; all of it
+    for a record that predates the origins."""
+    if not origins:
+        return "\n\n".join(contents)
+    return "\n\n".join(c for c, o in zip(contents, origins) if not is_agents_own(o))
+
+
+def summary_sources(messages: Sequence[Mapping[str, Any]], summaries: Sequence[SummaryRecord]) -> list[tuple[str, str]]:
+    """For each summary still in the answer-time context: (its text, the given content it replaced —
+    :func:`given_text` of its record). A summary is the agent's own writing: it preserves an item only where the
+    content it summarised held that item (:func:`preservation_reward`)."""
+    sources = {r.summary: given_text(r.replaced_contents, r.replaced_origins) for r in summaries}
+    return [
+        (str(m["content"]), sources.get(str(m["content"]), ""))
+        for m in messages
+        if m.get("kind") == "summary" and m.get("role") == "user"
+    ]
+
+
+def preservation_reward(items: Sequence[str], context_text: str, summaries: Sequence[tuple[str, str]] = ()) -> float:
+    """R_preservation (Eq. 21): the fraction of the key items still present at answer time (:func:`contains_item`:
+    whole words, case-insensitively) — directly in what the agent kept (``context_text``, :func:`kept_context_text`:
+    a kept message or a retrieved memory), or via a retained summary: in a summary's text *and* in the given content
+    it replaced (``summaries``, :func:`summary_sources`), so a summary cannot launder the agent's own words (the
+    question it echoed in a call) into preserved content. 1 when there are no key items. (Eq. 21 writes the indicator
+    1_preserve that the items remain; the fraction equals it with one item and grades partial preservation.)"""
     if not items:
         return 1.0
-    haystack = context_text.lower()
-    return sum(item.lower() in haystack for item in items) / len(items)
+
+    def kept(item: str) -> bool:
+        return contains_item(item, context_text) or any(
+            contains_item(item, text) and contains_item(item, source) for text, source in summaries
+        )
+
+    return sum(kept(item) for item in items) / len(items)
 
 
 def preservation_items_paper(question: str, facts: Sequence[str], distractors: Sequence[str]) -> list[str]:
-    """The items R_preservation looks for, as the paper words Eq. 20: the question's key items (:func:`key_items`).
+    """The items R_preservation looks for, as the paper words Eq. 21: the question's key items (:func:`key_items`).
 
     Distractors are picked for their similarity to the question and often name its items, so keeping a
     distractor can raise this and filtering one can lower it."""
@@ -133,7 +283,7 @@ def preservation_items_paper(question: str, facts: Sequence[str], distractors: S
 
 def preservation_items_needed(question: str, facts: Sequence[str], distractors: Sequence[str]) -> list[str]:
     """The items the question needs: ``I = K(F) \\ K(D)``, the key items of the supporting-fact sentences ``F`` that
-    no Stage-2 distractor ``D`` mentions (case-insensitive), so a retained distractor adds nothing to
+    no Stage-2 distractor ``D`` mentions (whole words, case-insensitive), so a retained distractor adds nothing to
     R_preservation. When every fact item also appears in a distractor, ``I = K(F)``; with no supporting fact,
     the paper's items (:func:`preservation_items_paper`)."""
     fact_items: list[str] = []
@@ -141,71 +291,191 @@ def preservation_items_needed(question: str, facts: Sequence[str], distractors: 
         fact_items.extend(item for item in key_items(fact) if item not in fact_items)
     if not fact_items:
         return preservation_items_paper(question, facts, distractors)
-    shown = " ".join(distractors).lower()
-    distinctive = [item for item in fact_items if item.lower() not in shown]
+    shown = "\n\n".join(distractors)
+    distinctive = [item for item in fact_items if not contains_item(item, shown)]
     return distinctive or fact_items
 
 
-def management_steps_paper(summaries: Sequence[SummaryRecord], filters: Sequence[FilterRecord]) -> list[int]:
-    """The steps of every Summary_context and Filter_context call (Eq. 19's letter: a call is management)."""
+def management_steps_paper(
+    summaries: Sequence[SummaryRecord], filters: Sequence[FilterRecord], resets: Sequence[int] = ()
+) -> list[int]:
+    """The steps of every Summary_context and Filter_context call (Eq. 20's letter: a call is management, whatever
+    it changed and whether or not a reset later threw its result away; ``resets`` is unused)."""
     return [r.step for r in summaries] + [r.step for r in filters]
 
 
-def management_steps_effective(summaries: Sequence[SummaryRecord], filters: Sequence[FilterRecord]) -> list[int]:
-    """The steps of the Summary_context and Filter_context calls that changed the context: a summary that replaced
-    at least one message, a filter that removed at least one. A no-op call manages nothing and counts nothing."""
-    return [r.step for r in summaries if r.replaced_contents] + [r.step for r in filters if r.removed_contents]
+AGENT_OWN_ORIGINS = frozenset(["action", "format_error"])
+"""Context message origins that are the agent's own: its replies, and the env's feedback on their format. The results
+of its calls count as its own too (``tool_result:<tool>``), except a retrieval's, which shows memory."""
+
+
+def is_agents_own(origin: str) -> bool:
+    """Whether a context message of this origin (:func:`agemem.core.env.message_origin`) is the agent's own output:
+    a reply, format feedback, or the acknowledgement of a call other than Retrieve_memory."""
+    return origin in AGENT_OWN_ORIGINS or (origin.startswith("tool_result:") and origin not in RETRIEVAL_ORIGINS)
+
+
+def survives_resets(step: int, resets: Sequence[int]) -> bool:
+    """Whether an edit made at ``step`` is still in the context at the answer: no reset came at or after it
+    (``resets`` holds the step count when each reset happened, so a reset r throws away the edits of steps <= r)."""
+    return all(reset < step for reset in resets)
+
+
+def shrank_context(tokens_before: int | None, tokens_after: int | None) -> bool:
+    """Whether the edit left the context shorter: T_after < T_before, the policy-tokenizer counts just before and just
+    after it. True when a record predates the counts (both None), so old trajectories keep the earlier rule."""
+    if tokens_before is None or tokens_after is None:
+        return True
+    return tokens_after < tokens_before
+
+
+def managed_given_content(origins: Sequence[str], touched: int) -> bool:
+    """Whether the edit touched content the agent was given, not only its own output: some removed or summarised
+    message is not :func:`is_agents_own`. ``touched`` (the number of messages edited) decides for a record that
+    predates the origins (empty ``origins``)."""
+    if not origins:
+        return touched > 0
+    return any(not is_agents_own(origin) for origin in origins)
+
+
+def summary_shortened(summary: str, replaced_contents: Sequence[str], origins: Sequence[str]) -> bool:
+    """Whether a summary is shorter than the given content it replaced: fewer words (:func:`meaning`) than
+    :func:`given_text` of its span. A summary that restates its span — the agent's own replies and tool results
+    included — is longer than what it was given, even where the chat template's per-message overhead makes the edit
+    itself save tokens."""
+    return len(meaning(summary).split()) < len(meaning(given_text(replaced_contents, origins)).split())
+
+
+def management_steps_effective(
+    summaries: Sequence[SummaryRecord], filters: Sequence[FilterRecord], resets: Sequence[int] = ()
+) -> list[int]:
+    """The steps of the Summary_context and Filter_context calls whose effect reaches the answer (Eq. 20 by effect).
+
+    A call counts when all three hold: it removed or summarised content the agent was given, not only its own
+    replies and acknowledgements (:func:`managed_given_content`); it made the context shorter: the edit's T_after <
+    T_before (:func:`shrank_context`), and a summary has fewer words than the given content it replaced
+    (:func:`summary_shortened`: a summary that made the context longer does not count); and no reset of the
+    short-term context came at or after it (:func:`survives_resets`: Stage-1 management, erased by the reset before
+    Stage 2, does not count). A no-op call (nothing matched, an empty span) counts nothing."""
+
+    def effective(step: int, origins: Sequence[str], touched: int, before: int | None, after: int | None) -> bool:
+        return (
+            touched > 0
+            and managed_given_content(origins, touched)
+            and shrank_context(before, after)
+            and survives_resets(step, resets)
+        )
+
+    return [
+        r.step
+        for r in summaries
+        if effective(r.step, r.replaced_origins, len(r.replaced_contents), r.tokens_before, r.tokens_after)
+        and summary_shortened(r.summary.removeprefix(SUMMARY_PREFIX), r.replaced_contents, r.replaced_origins)
+    ] + [
+        r.step
+        for r in filters
+        if effective(r.step, r.removed_origins, len(r.removed_contents), r.tokens_before, r.tokens_after)
+    ]
 
 
 def maintenance_count_paper(ops: Sequence[MemoryOpRecord]) -> int:
-    """Successful Update_memory and Delete_memory calls (Eq. 23's letter), whatever they changed."""
+    """Successful Update_memory and Delete_memory calls (Eq. 24's letter), whatever they changed."""
     return sum(op.ok and op.op in ("update", "delete") for op in ops)
 
 
-def _normalised(text: str | None) -> str | None:
-    return None if text is None else " ".join(text.lower().split())
+_WORD = re.compile(r"\w+(?:[.,:'’/-]\w+)*")
+
+
+def meaning(text: str) -> str:
+    """The text up to formatting: its casefolded words (runs of letters and digits, joined through an inner
+    ``. , : ' ’ / -``), one space apart. "Ada lives in Oslo." and " ada  LIVES in oslo" read the same; "3.5" and
+    "35", "1921" and "1922", "is" and "is not" do not.
+
+    Why words and not encoder similarity: a change of meaning is very often one word — a number, a name, a
+    negation — that moves the cosine of two sentence embeddings by less than any threshold that also ignores a
+    trailing ".", while the word sequence never misses a changed word, needs no model, and can be checked by hand.
+    Its limit: a paraphrase (the same meaning in other words) reads as a change."""
+    return " ".join(_WORD.findall(text.casefold()))
+
+
+def _memory_at_stages(ops: Sequence[MemoryOpRecord]) -> list[tuple[int, dict[str, str], dict[str, str], set[str]]]:
+    """Per stage in order: (stage, the entries held when it began, those held when it ended, the ids its updates
+    rewrote), replaying the successful operations (id → content). An entry an Update/Delete names that the episode
+    never added was in memory before the episode; it joins the stage's starting memory with its earlier text."""
+    held: dict[str, str] = {}
+    added: set[str] = set()
+    stages = []
+    for stage in sorted({op.stage for op in ops}):
+        mine = [op for op in ops if op.stage == stage and op.ok and op.memory_id is not None]
+        for op in mine:
+            if op.op == "add":
+                added.add(op.memory_id)
+            elif op.memory_id not in held and op.memory_id not in added:
+                held[op.memory_id] = (op.previous_content if op.op == "update" else op.content) or ""
+                added.add(op.memory_id)
+        start, rewritten = dict(held), set()
+        for op in mine:
+            if op.op == "delete":
+                held.pop(op.memory_id, None)
+            else:
+                held[op.memory_id] = op.content
+                rewritten |= {op.memory_id} if op.op == "update" and op.memory_id in start else set()
+        stages.append((stage, start, dict(held), rewritten))
+    return stages
 
 
 def maintenance_count_effective(ops: Sequence[MemoryOpRecord]) -> int:
-    """The entries whose content maintenance changed: per stage, an entry that existed when the stage began counts
-    when its content at the stage's end (deleted = none) differs from its content at the stage's start, compared
-    case- and whitespace-insensitively.
+    """The meanings maintenance changed (Eq. 24 by effect), summed over the stages.
 
-    So an update that writes the same text back, a delete followed by an add of the same text, and an entry added
-    and deleted within one stage change nothing and count nothing; ``ops`` are the episode's memory operations in
-    order (failed ones are skipped)."""
+    Per stage, with H_start and H_end the sets of :func:`meaning` of the entries memory held when the stage began
+    and ended, and W the meanings its updates wrote into entries of H_start (still held at the end):
+
+        changed = |H_start \\ H_end| + |W \\ H_start|
+
+    a meaning memory no longer holds, plus a new meaning written over an entry it held. So an update that writes
+    the same words back (case, spacing, punctuation aside), a delete followed by an add of the same words, the
+    deletion of one of two copies (the meaning is still held: a fact the agent stored twice, then deleted once,
+    changed nothing), and an entry added and changed or deleted within one stage count nothing; ``ops`` are the
+    episode's memory operations in order (failed ones are skipped). Deleting or rewriting a distinct fact the agent
+    stored in an earlier stage does count, as does the paper's own example (Appendix B.1) of an entry updated when
+    the user's preference changes."""
     changed = 0
-    for stage in sorted({op.stage for op in ops}):
-        added_here: set[str] = set()
-        start: dict[str, str | None] = {}
-        end: dict[str, str | None] = {}
-        readded: list[str | None] = []
-        for op in ops:
-            if op.stage != stage or not op.ok or op.memory_id is None:
-                continue
-            if op.op == "add":
-                added_here.add(op.memory_id)
-                readded.append(_normalised(op.content))
-            elif op.memory_id not in added_here:
-                before = op.previous_content if op.op == "update" else op.content
-                start.setdefault(op.memory_id, _normalised(before))
-                end[op.memory_id] = _normalised(op.content) if op.op == "update" else None
-        for memory_id, original in start.items():
-            final = end[memory_id]
-            if final is None and original in readded:  # deleted, and the same text added again
-                continue
-            changed += final != original
+    for _, start, end, rewritten in _memory_at_stages(ops):
+        held_start = {meaning(text) for text in start.values()}
+        held_end = {meaning(text) for text in end.values()}
+        written = {meaning(end[i]) for i in rewritten if i in end}
+        changed += len(held_start - held_end) + len(written - held_start)
     return changed
 
 
+def stored_entries_paper(ops: Sequence[MemoryOpRecord]) -> list[str]:
+    """What R_storage judges under Eq. 23's letter: the content of every successful Stage-1 Add_memory, in order —
+    N_total counts adds, so a fact stored twice is two high-quality entries, and an entry deleted later still
+    counts."""
+    return [op.content for op in ops if op.op == "add" and op.stage == 1 and op.ok]
+
+
+def stored_entries_held(ops: Sequence[MemoryOpRecord]) -> list[str]:
+    """What R_storage judges by effect: the distinct meanings (:func:`meaning`) that memory held when Stage 1 ended,
+    one entry's text each (the first held), in order. How many adds it took does not count: a fact stored twice is
+    one entry, an entry added and deleted within Stage 1 none; Stage-1 updates count with their final text."""
+    entries: dict[str, str] = {}
+    for stage, _, end, _ in _memory_at_stages(ops):
+        if stage == 1:
+            for text in end.values():
+                entries.setdefault(meaning(text), text)
+    return list(entries.values())
+
+
 def context_reward(compression: float, preventive: float, preservation: float) -> float:
-    """R_context = (R_compression + R_preventive + R_preservation) / 3 (Eq. 21)."""
+    """R_context = Σ α_i·R_i over R_compression, R_preventive, R_preservation with α_i = 1/3 (Eq. 18)."""
     return (compression + preventive + preservation) / 3.0
 
 
 def storage_reward(entry_scores: Sequence[float], threshold: float) -> float:
-    """R_storage = |high-quality Stage-1 adds| / |Stage-1 adds| (Eq. 22); an add is high-quality
-    when the judge's score of its content against the supporting-fact sentences is >= threshold.
+    """R_storage = N_high-quality / max(1, N_total) (Eq. 23) over the judge's scores of the stored entries
+    (:func:`stored_entries_paper`: every Stage-1 add; :func:`stored_entries_held`: the distinct meanings held when
+    Stage 1 ended); an entry is high-quality when its score against the supporting-fact sentences is >= threshold.
     0 when nothing was stored."""
     if not entry_scores:
         return 0.0
@@ -213,18 +483,18 @@ def storage_reward(entry_scores: Sequence[float], threshold: float) -> float:
 
 
 def maintenance_reward(maintained: int) -> float:
-    """R_maintenance = 1 when at least one maintenance operation counted, else 0 (Eq. 23); what counts is
+    """R_maintenance = 1 when at least one maintenance operation counted, else 0 (Eq. 24); what counts is
     :func:`maintenance_count_paper` or :func:`maintenance_count_effective`."""
     return 1.0 if maintained > 0 else 0.0
 
 
 def relevance_reward(retrieval_scores: Sequence[float]) -> float:
-    """R_relevance = mean judge score of the agent's retrievals against the question (Eq. 24); 0 without one."""
+    """R_relevance = mean judge score of the agent's retrievals against the question (Eq. 25); 0 without one."""
     return sum(retrieval_scores) / len(retrieval_scores) if retrieval_scores else 0.0
 
 
 def memory_reward(storage: float, maintenance: float, relevance: float) -> float:
-    """R_memory = (R_storage + R_maintenance + R_relevance) / 3 (Eq. 25)."""
+    """R_memory = Σ β_j·R_j over R_storage, R_maintenance, R_relevance with β_j = 1/3 (Eq. 22)."""
     return (storage + maintenance + relevance) / 3.0
 
 
@@ -255,7 +525,8 @@ def penalty(
 def composite_reward(
     r_task: float, r_context: float, r_memory: float, penalties: float, weights: tuple[float, float, float]
 ) -> float:
-    """R = w_task·R_task + w_context·R_context + w_memory·R_memory + P (Eq. 16; weights 1/3 each)."""
+    """R = w_task·R_task + w_context·R_context + w_memory·R_memory + P (Eq. 16; weights 1/3 each, as the paper's
+    Appendix C.4 gives them; its §4 gives 1.0 each, which would triple the three terms against P)."""
     w_task, w_context, w_memory = weights
     return w_task * r_task + w_context * r_context + w_memory * r_memory + penalties
 

@@ -9,6 +9,10 @@ of many episodes into one engine call per tick.
     reset    STM is cleared (the system prompt stays); LTM persists
     Stage 2  distractor turns pile up in STM; the agent should filter or summarise
     Stage 3  the question joins the Stage-2 context; the agent retrieves and answers
+
+Under ``rollout.stage_tools=paper`` each stage offers only its own tools (:data:`~agemem.core.tools.PAPER_STAGE_TOOLS`):
+the system prompt is re-rendered for the set at each stage start (the first message of the context, so the
+Stage-3 prompt differs from the Stage-2 context from its first tokens on) and a call outside it is refused.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from agemem.core.config import RolloutConfig
 from agemem.core.context import Message
 from agemem.core.env import MemoryEnv, StepEvents, StepResult
 from agemem.core.summarizers import LLMSummarizer, SummarizerError
+from agemem.core.tools import PAPER_STAGE_TOOLS
 from agemem.rollouts.engines.base import Completion
 from agemem.rollouts.messages import stage1_messages
 from agemem.rollouts.records import EndedBy, Step, StepKind, Trajectory
@@ -110,7 +115,7 @@ class Episode:
         answer, ended_by, error = None, "round_limit", None
         try:
             # Stage 1: LTM construction (skipped by the no-memory baseline, rollout.stage1=false).
-            env.set_stage(1)
+            self._enter_stage(1)
             stages = self.stages or qa_stages(self.task, self.distractors, config)
             for turn, text in enumerate(stages.facts):
                 env.add_user(text, kind="fact")
@@ -122,18 +127,24 @@ class Episode:
             # Reset between Stage 1 and Stage 2: STM only.
             env.reset_context()
             # Stage 2: STM under distractors.
-            env.set_stage(2)
+            self._enter_stage(2)
             for turn, text in enumerate(stages.distractors):
                 env.add_user(text, kind="distractor")
                 yield from self._answer_turn(2, turn)
             # Stage 3: the question, appended to the Stage-2 context.
-            env.set_stage(3)
+            self._enter_stage(3)
             env.add_user(stages.question, question=True)
             answer = yield from self._answer_turn(3, 0)
             ended_by = "answer" if answer is not None else "round_limit"
         except EpisodeOverError as over:
             ended_by, error = over.reason, over.error
         return self._trajectory(answer, ended_by, error)
+
+    def _enter_stage(self, stage: int) -> None:
+        """Start ``stage``; under rollout.stage_tools=paper, offer only its tools from now on."""
+        self.env.set_stage(stage)
+        if self.config.stage_tools == "paper":
+            self.env.offer(PAPER_STAGE_TOOLS[stage], where=f"in Stage {stage}")
 
     # ------------------------------------------------------------ one turn
     def _answer_turn(self, stage: int, turn: int) -> Generator[GenerationRequest, Completion, str | None]:

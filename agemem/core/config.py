@@ -381,6 +381,8 @@ class RolloutConfig:
     stage1_agent: bool = True
     """the agent answers each Stage-1 turn (and may store it); false: the turns only reach a memory system that
     writes memory itself (the Mem0 / A-Mem / LangMem baselines), and the agent first acts in Stage 2."""
+    stage_tools: Literal["all", "paper"] = "all"
+    """all: every tool in every stage; paper: Stage 1 Add/Update/Delete, 2 Filter/Summary, 3 Retrieve/Summary."""
     stage1_max_steps: int = 16
     """Stage-1 round limit: agent steps (LLM calls) in the stage; later turns then arrive unanswered."""
     stage2_max_steps: int = 10
@@ -471,9 +473,10 @@ class RewardConfig:
     w_memory: float = 1 / 3
     """weight of R_memory (paper: 1/3)."""
     terms: Literal["effects", "paper"] = "effects"
-    """how preventive, maintenance and preservation read the episode: effects counts a Summary/Filter that changed
-    the context, an Update/Delete that changed memory, and the key items of the supporting facts that no distractor
-    carries; paper counts every call and the question's key items (Eqs. 19, 20, 23 to the letter)."""
+    """how preventive, preservation, storage and maintenance read the episode: effects counts a Summary/Filter whose
+    shortening of the context survives to the answer, the key items of the supporting facts that no distractor
+    carries, the distinct entries memory held after Stage 1, and an Update/Delete that changed a meaning memory held;
+    paper counts every call, the question's key items and every Stage-1 add (Eqs. 20, 21, 23, 24 to the letter)."""
     round_limit_penalty: float = -1.0
     """added when a round limit in round_limit_scope was hit (paper: -1)."""
     round_limit_scope: Literal["all", "stage3"] = "all"

@@ -27,7 +27,7 @@ from agemem.core.memory import COST_KEYS, MemoryStore, ObservingMemory, cost_del
 from agemem.core.prompts import system_prompt, template_tools
 from agemem.core.protocol import BAD_ARGUMENTS, UNKNOWN_TOOL, ParsedResponse, Violation, parse_response
 from agemem.core.summarizers import ChatGenerate, SummarizerError, build_summarizer
-from agemem.core.tools import TOOLS, MemoryEvent, Payload, ToolCall, ToolResult, execute
+from agemem.core.tools import NAME_ALIASES, TOOLS, MemoryEvent, Payload, ToolCall, ToolResult, execute
 
 __all__ = [
     "ENV_OWNED_KEYS",
@@ -45,6 +45,7 @@ __all__ = [
     "SummaryRequest",
     "ToolResult",
     "drive_step",
+    "message_origin",
 ]
 
 # Per-call problems already reach the agent as that call's error result; the rest get one
@@ -89,6 +90,13 @@ class SummaryRecord:
     span: str
     replaced_contents: list[str]
     summary: str
+    replaced_origins: list[str] = field(default_factory=list)
+    """where each replaced message came from (:func:`message_origin`)."""
+    tokens_before: int | None = None
+    """context tokens just before the summary replaced the span (None: not measured, e.g. an older record)."""
+    tokens_after: int | None = None
+    """context tokens just after (the call's own result not yet appended): the summary shortened the context when
+    this is below ``tokens_before``."""
 
 
 @dataclass
@@ -98,6 +106,12 @@ class FilterRecord:
     criteria: str
     removed_contents: list[str]
     similarities: list[float]
+    removed_origins: list[str] = field(default_factory=list)
+    """where each removed message came from (:func:`message_origin`)."""
+    tokens_before: int | None = None
+    """context tokens just before the filter removed anything (None: not measured, e.g. an older record)."""
+    tokens_after: int | None = None
+    """context tokens just after (the call's own result not yet appended)."""
 
 
 @dataclass
@@ -136,6 +150,12 @@ class EpisodeStats:
     overflow_steps: list[int] = field(default_factory=list)
     """steps whose prompt (what the model saw) exceeded the budget."""
     max_context_tokens: int = 0
+    resets: list[int] = field(default_factory=list)
+    """the step count at each reset of the short-term context (``reset_context``): a Summary/Filter at a step
+    <= a reset's was thrown away by it."""
+    prompt_context: list[dict[str, Any]] | None = None
+    """the context messages (system prompt excluded: role, kind, name, content) the agent saw at its latest step;
+    at the episode's end, those of the step the answer-time terms judge (the answering step). None: not recorded."""
     summary_failures: int = 0
     """Summary_context calls whose summariser failed (an endpoint down or an empty summary): the agent saw a
     tool error, and training counts them (``episode/summary_failures``)."""
@@ -268,6 +288,8 @@ class MemoryEnv:
         self.stats = EpisodeStats()
         self._step = 0
         self._last_rag: tuple[Message, tuple[str, ...]] | None = None
+        self._withheld: tuple[tuple[str, ...], str] | None = None
+        """(env.tools not offered now, where) while :meth:`offer` holds a stage's set; None: all of env.tools."""
 
     @property
     def memory(self) -> MemoryStore:
@@ -287,6 +309,30 @@ class MemoryEnv:
     def reset_context(self) -> None:
         """Clear STM except the system prompt; LTM persists (between Stage 1 and Stage 2)."""
         self.context.reset()
+        self.stats.resets.append(self._step)
+
+    def offer(self, tools: tuple[str, ...] | None, *, where: str = "") -> None:
+        """Offer only ``tools`` (those of env.tools among them) from now on; None: all of env.tools again.
+
+        ``rollout.stage_tools=paper`` calls it at each stage start. The system prompt (the context's first message)
+        and the chat template's tools are re-rendered for the set, and the built-in prompt says the tools change
+        during the conversation. A call to a tool of env.tools outside the set is an ``unknown_tool`` violation like
+        any invalid call: it runs nothing, and its error result says it is not available ``where`` (e.g.
+        "in Stage 2") and names the tools that are.
+        """
+        configured = tuple(name for name in TOOLS if name in self.config.tools)
+        self.offered = configured if tools is None else tuple(name for name in configured if name in tools)
+        withheld = tuple(name for name in configured if name not in self.offered)
+        self._withheld = None if tools is None else (withheld, where)
+        self.tools = template_tools(self.config.tool_format, self.offered)
+        prompt = system_prompt(
+            self.config.tool_format,
+            self.config.system_prompt,
+            self.offered,
+            auto_retrieval=self.config.rag_top_k > 0,
+            staged=tools is not None and bool(configured),  # no tools at all (the baselines): nothing changes
+        )
+        self.context.messages[0] = Message("system", prompt, kind="system", protected=True)
 
     def add_user(
         self, text: str, *, kind: str = "chat", question: bool = False, observed: str | None = None
@@ -393,7 +439,12 @@ class MemoryEnv:
         prompt_tokens = self._measure(prompt_tokens)
         if prompt_tokens > self.config.context.max_context_tokens:
             self.stats.overflow_steps.append(self._step)
+        self.stats.prompt_context = [
+            {"role": m.role, "kind": m.kind, "name": m.name, "content": m.content} for m in self.context.messages[1:]
+        ]
         parsed = parse_response(model_text, self.offered)
+        if self._withheld is not None:
+            _explain_withheld(parsed, *self._withheld, self.offered)
         assistant = self.context.append(
             "assistant", model_text if isinstance(model_text, str) else "", stage=self.stage, kind="action"
         )
@@ -453,15 +504,26 @@ class MemoryEnv:
         except SummarizerError as err:
             self.stats.summary_failures += 1
             return {"ok": False, "message": f"summary failed: {err}"}
+        tokens_before = self.context_tokens()
         summary = self.context.replace_with_summary(selected, text)
         self.stats.summaries.append(
-            SummaryRecord(self.stage, self._step, span, [m.content for m in selected], summary.content)
+            SummaryRecord(
+                self.stage,
+                self._step,
+                span,
+                [m.content for m in selected],
+                summary.content,
+                replaced_origins=[message_origin(m) for m in selected],
+                tokens_before=tokens_before,
+                tokens_after=self.context_tokens(),
+            )
         )
         message = f"replaced {len(selected)} message(s) with a summary"
         return {"ok": True, "message": message, "summary": summary.content}
 
     def filter_context(self, criteria: str) -> Payload:
         """Filter_context: drops the messages similar to ``criteria``."""
+        tokens_before = self.context_tokens()
         removed = self.context.filter(criteria, self.resources.encoder, self.config.context.filter_threshold)
         self.stats.filters.append(
             FilterRecord(
@@ -470,6 +532,9 @@ class MemoryEnv:
                 criteria,
                 [m.content for m, _ in removed],
                 [s for _, s in removed],
+                removed_origins=[message_origin(m) for m, _ in removed],
+                tokens_before=tokens_before,
+                tokens_after=self.context_tokens(),
             )
         )
         previews = [m.content[:60] for m, _ in removed]
@@ -523,6 +588,32 @@ class MemoryEnv:
                 done,
             )
         )
+
+
+def _explain_withheld(parsed: ParsedResponse, withheld: tuple[str, ...], where: str, offered: tuple[str, ...]) -> None:
+    """Say why a call to a tool of env.tools that the current stage does not offer was refused (its error and its
+    unknown_tool violation), instead of calling the tool unknown."""
+    available = (
+        f"the tools available now are {', '.join(offered)}"
+        if offered
+        else "no tools are available now; answer directly"
+    )
+    for call in parsed.tool_calls:
+        name = NAME_ALIASES.get(call.name, call.name)
+        if call.error is None or not call.error.startswith("unknown tool") or name not in withheld:
+            continue
+        refused = f"{name} is not available {where or 'now'}; {available}"
+        for violation in parsed.violations:
+            if violation.kind == UNKNOWN_TOOL and violation.detail == call.error:
+                violation.detail = refused
+        call.error = refused
+
+
+def message_origin(message: Message) -> str:
+    """Where a context message came from, as the reward terms read it: its kind (``chat``, ``fact``, ``distractor``,
+    ``summary``, ``action`` for the agent's replies, ``introspection``, ``rag``, ``format_error``, ...), and for a
+    tool call's result ``tool_result:<tool name>``."""
+    return f"tool_result:{message.name}" if message.kind == "tool_result" else message.kind
 
 
 def _agent_metadata(metadata: dict[str, Any] | None) -> dict[str, Any]:

@@ -45,6 +45,7 @@ _LTM_USES = {
     "Delete_memory": "remove wrong or stale ones with Delete_memory",
     "Retrieve_memory": "bring relevant ones back into view with Retrieve_memory",
 }
+_RETRIEVE_ALONE = "bring relevant memories back into view with Retrieve_memory"  # no Add_memory sentence for "ones"
 _STM_USES = {
     "Summary_context": "compress it with Summary_context",
     "Filter_context": "remove off-topic messages with Filter_context",
@@ -75,6 +76,8 @@ def reduced_guide(tools: tuple[str, ...], auto_retrieval: bool = False) -> str:
     """The memory guide for a subset of the tools: only the paragraphs and verbs of the tools offered."""
     paragraphs = []
     ltm = [use for name, use in _LTM_USES.items() if name in tools]
+    if ltm and "Add_memory" not in tools and "Retrieve_memory" in tools:
+        ltm[-1] = _RETRIEVE_ALONE
     if ltm or auto_retrieval:
         text = "Long-term memory is a store that outlives this conversation."
         if ltm:
@@ -98,22 +101,35 @@ def reduced_guide(tools: tuple[str, ...], auto_retrieval: bool = False) -> str:
     return "\n\n".join([intro, *paragraphs, reply])
 
 
+def stage_note(tools: tuple[str, ...]) -> str:
+    """The sentence a per-stage system prompt adds (``rollout.stage_tools=paper``): the tools change during the
+    conversation, and these are the ones available now (earlier turns may show calls to others)."""
+    if not tools:
+        return "The tools you may use change as the conversation goes on; at this point none are available."
+    names = tools[0] if len(tools) == 1 else ", ".join(tools[:-1]) + " and " + tools[-1]
+    return f"The tools you may use change as the conversation goes on; at this point they are {names}, and no others."
+
+
 def system_prompt(
     tool_format: ToolFormat = "agemem",
     override: str = "",
     tools: tuple[str, ...] = TOOL_NAMES,
     auto_retrieval: bool = False,
+    staged: bool = False,
 ) -> str:
     """The system message. In ``agemem`` format it embeds the tool schemas (as the paper does).
 
     ``override`` replaces the built-in text; a ``{tools}`` placeholder in it is filled with the schemas.
     ``tools``: the tools offered (a subset gets a guide that mentions only those); ``auto_retrieval``:
-    memories are shown before every reply (the -RAG ablation), which the guide then says.
+    memories are shown before every reply (the -RAG ablation), which the guide then says; ``staged``: ``tools``
+    are one stage's set (``rollout.stage_tools=paper``), which the built-in text then says (:func:`stage_note`).
     """
     if override:
         return override.replace("{tools}", schemas_json(tools))
-    full = set(tools) == set(TOOL_NAMES) and not auto_retrieval
+    full = set(tools) == set(TOOL_NAMES) and not auto_retrieval and not staged
     guide = _MEMORY_GUIDE if full else reduced_guide(tuple(tools), auto_retrieval)
+    if staged:
+        guide += "\n\n" + stage_note(tuple(tools))
     if not tools:
         return guide
     if tool_format == "agemem":

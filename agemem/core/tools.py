@@ -153,6 +153,14 @@ TOOL_SCHEMAS: list[dict[str, Any]] = [  # the built-in six, registered below wit
 TOOL_NAMES: tuple[str, ...] = tuple(s["function"]["name"] for s in TOOL_SCHEMAS)
 """the built-in tools in canonical order: the default ``env.tools``."""
 LTM_TOOLS = ("Add_memory", "Update_memory", "Delete_memory")
+PAPER_STAGE_TOOLS: dict[int, tuple[str, ...]] = {
+    1: LTM_TOOLS,
+    2: ("Summary_context", "Filter_context"),
+    3: ("Retrieve_memory", "Summary_context"),
+}
+"""the tools each stage offers under ``rollout.stage_tools=paper`` (paper Appendix A.3, Algorithms 3-5: Stage 1
+builds LTM with Add/Update/Delete, Stage 2 uses Filter/Summary against distractors, Stage 3 uses Retrieve and
+Summary), each further limited to ``env.tools``."""
 NAME_ALIASES = {"Clear_context": "Filter_context"}
 NOT_CONFIRMED = 'deletion not confirmed: call Delete_memory again with "confirmation": true'
 _TRUE_WORDS = {"true": True, "yes": True, "false": False, "no": False}

@@ -174,7 +174,8 @@ def test_management_counts_calls_or_changes():
 @pytest.mark.parametrize(
     ("ops", "paper", "effective"),
     [
-        # a real update and a real delete of Stage-1 entries: two entries changed
+        # a real update and a real delete of Stage-1 entries: meanings changed = Stage 2: A gone + A2 written (2),
+        # Stage 3: B gone (1) = 3
         (
             [
                 op("add", 1, "m1", "A"),
@@ -183,7 +184,7 @@ def test_management_counts_calls_or_changes():
                 op("delete", 3, "m2", "B"),
             ],
             2,
-            2,
+            3,
         ),
         # the same text written back (case and spacing aside): nothing changed
         (

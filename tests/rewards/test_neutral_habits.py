@@ -1,0 +1,129 @@
+"""The property the effect reading of the reward must have: no neutral habit raises any agent's total reward.
+
+A neutral habit (``tests/rewards/habits.py``) is a tool call, or a short run of them, whose effect is erased before
+the answer or that leaves memory and the answer-time context unchanged up to formatting and duplicates: every tool,
+in each stage, each kind of no-op. Each is inserted into four scripted agents of different quality (never manages,
+manages well, stores everything, stores little) that play synthetic tasks through the real driver and env (real Qwen
+tokenizer, word-set encoder) and are scored by the rule judge. Under ``reward.terms=effects`` the agent with the
+habit never scores above the same agent without it, on any task; under ``reward.terms=paper`` the table of the
+habits that pay is documented (docs/rewards.md).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from agemem.rollouts.synthetic import generate_synthetic_tasks
+from tests.rewards.habits import AGENTS, HABITS, NOT_NEUTRAL, Habit, calls_made, play, score
+
+TOLERANCE = 1e-9
+
+PAYS_UNDER_PAPER = {
+    # every Summary/Filter call is management (Eq. 20's letter) and every Update/Delete maintenance (Eq. 24's), each
+    # worth 1/9 of the total to an agent that had none; a Stage-1 duplicate is one more high-quality add (Eq. 23)
+    *(
+        f"{name} (Stage {stage})"
+        for stage in (1, 2, 3)
+        for name in [
+            "filter removing nothing",
+            "filter of its own acknowledgements",
+            "summary restating its span",
+            "update with the same text",
+            "update dropping the final '.'",
+            "delete and re-add the same text",
+            "duplicate a fact in Stage 1, delete the copy",
+            "add junk and delete it",
+        ]
+    ),
+    "summary (Stage 1)",
+    "update in lower case (Stage 3)",
+    "update with doubled spaces (Stage 3)",
+}
+"""the neutral habits that raise some agent's total under ``reward.terms=paper`` (the retrievals do not: relevance
+averages the same scores, and the repeated one costs context tokens)."""
+
+
+class Plays:
+    """Each (agent, habit) played once on the same tasks, scored under both readings (the reading does not change
+    the play), computed on first use."""
+
+    def __init__(self, tasks, tokenizer):
+        self.tasks, self.tokenizer = tasks, tokenizer
+        self._plays: dict[tuple[str, str | None], tuple[list, list[dict], list[dict]]] = {}
+
+    def __call__(self, agent: str, habit: Habit | None = None):
+        key = (agent, habit.label if habit else None)
+        if key not in self._plays:
+            trajectories = play(self.tasks, self.tokenizer, agent, habit)
+            self._plays[key] = (
+                trajectories,
+                score(trajectories, self.tasks, "effects"),
+                score(trajectories, self.tasks, "paper"),
+            )
+        return self._plays[key]
+
+
+@pytest.fixture(scope="module")
+def plays(qwen_tokenizer):
+    return Plays(generate_synthetic_tasks(2, seed=4), qwen_tokenizer)
+
+
+def gains(plays, agent: str, habit: Habit, reading: int) -> list[float]:
+    """Per task: the total with the habit minus without (``reading`` 1: effects, 2: paper)."""
+    with_habit, without = plays(agent, habit)[reading], plays(agent)[reading]
+    return [h["total"] - b["total"] for h, b in zip(with_habit, without)]
+
+
+@pytest.mark.parametrize("habit", HABITS, ids=[h.label for h in HABITS])
+@pytest.mark.parametrize("agent", list(AGENTS))
+def test_no_neutral_habit_raises_the_reward(plays, agent, habit):
+    trajectories, _, _ = plays(agent, habit)
+    honest, _, _ = plays(agent)
+    # the habit happened: more tool calls than the honest play, no round limit reached, the same answers
+    assert all(calls_made(h) > calls_made(b) for h, b in zip(trajectories, honest))
+    assert all(not t.limit_hits and t.answer == b.answer for t, b in zip(trajectories, honest))
+    assert max(gains(plays, agent, habit, 1)) <= TOLERANCE
+
+
+def test_which_neutral_habits_pay_under_the_papers_letter(plays):
+    paying = {h.label for h in HABITS if any(max(gains(plays, a, h, 2)) > TOLERANCE for a in AGENTS)}
+    assert paying == PAYS_UNDER_PAPER
+    # each pays about a ninth (1/3 of a 1/3-weighted term) to an agent without that term, less its context tokens
+    never = max(gains(plays, "never manages", HABITS[0], 2))  # filter removing nothing in Stage 1: erased, free
+    assert never == pytest.approx(1 / 9)
+
+
+def test_the_reset_and_the_rules_are_what_stops_them(plays):
+    # the same Stage-1 filter pays 1/9 under paper and exactly 0 under effects: the reset erased it
+    stage1_filter = HABITS[0]
+    assert stage1_filter.label == "filter removing nothing (Stage 1)"
+    assert gains(plays, "never manages", stage1_filter, 1) == pytest.approx([0.0, 0.0], abs=TOLERANCE)
+    effects = plays("never manages", stage1_filter)[1][0]
+    assert effects["context/management_calls"] == 1 and effects["context/management_effective"] == 0
+
+
+def test_the_non_neutral_cases_are_measured(plays):
+    junk, duplicate, summary = NOT_NEUTRAL
+    # a real Stage-2 summary of the distractors is management: it pays the never-managing agent's preventive term
+    assert plays("never manages", summary)[1][0]["context/preventive"] == 1.0
+    # junk stored in Stage 1 and deleted in Stage 3 still counts as maintenance (the open case, docs/rewards.md):
+    # R_maintenance 0 -> 1 is +1/9, R_storage 1/3 -> 1/4 (the junk is one more entry held) is -1/9 x 1/12
+    assert plays("never manages", junk)[1][0]["memory/maintenance"] == 1.0
+    assert plays("never manages", junk)[1][0]["memory/storage"] == pytest.approx(1 / 4)
+    # a kept duplicate leaves storage alone (one meaning held), under paper it is one more high-quality add: 2 of 4
+    assert plays("never manages", duplicate)[1][0]["memory/storage"] == plays("never manages")[1][0]["memory/storage"]
+    assert plays("never manages", duplicate)[2][0]["memory/storage"] == pytest.approx(2 / 4)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [7, 11])
+def test_no_neutral_habit_raises_the_reward_on_more_tasks(qwen_tokenizer, seed):
+    more = Plays(generate_synthetic_tasks(4, seed=seed), qwen_tokenizer)
+    raised = [
+        (agent, habit.label, gain)
+        for agent in AGENTS
+        for habit in HABITS
+        for gain in gains(more, agent, habit, 1)
+        if gain > TOLERANCE
+    ]
+    assert raised == []
