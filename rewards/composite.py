@@ -1,9 +1,9 @@
 """Scoring finished trajectories: judge calls batched across trajectories, then the pure terms.
 
-``score_trajectories`` asks the judge once per role for a whole batch (answers, Stage-1
-entries, Stage-3 retrievals), then assembles every term and sub-term of each trajectory into
-a flat breakdown (logged by the trainer) whose ``total`` is the reward. The whole trajectory
-counts: Stage-1 adds and Stage-2 context actions included (defect 3).
+``score_trajectories`` asks the judge once per role for a whole batch (answers; the memory entries, those storage
+judges and those Stage 1 stored as the episode ended them, each distinct entry of a task once; Stage-3 retrievals),
+then assembles every term and sub-term of each trajectory into a flat breakdown (logged by the trainer) whose
+``total`` is the reward. The whole trajectory counts: Stage-1 adds and Stage-2 context actions included (defect 3).
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ class TermReadings:
     maintenance_count: Callable[..., int]
     preservation_items: Callable[..., list[str]]
     stored_entries: Callable[..., list[str]]
+    maintenance_reward: Callable[[int, float, float], float]
+    """R_maintenance from (maintenance counted, Q_stage1 = R_storage, Q_final)."""
 
 
 TERM_READINGS: dict[str, TermReadings] = {
@@ -34,12 +36,14 @@ TERM_READINGS: dict[str, TermReadings] = {
         terms.maintenance_count_paper,
         terms.preservation_items_paper,
         terms.stored_entries_paper,
+        terms.maintenance_reward_paper,
     ),
     "effects": TermReadings(
         terms.management_steps_effective,
         terms.maintenance_count_effective,
         terms.preservation_items_needed,
         terms.stored_entries_held,
+        terms.maintenance_reward_effective,
     ),
 }
 ROUND_LIMIT_SCOPES: dict[str, Callable[[Sequence[dict]], bool]] = {
@@ -91,23 +95,35 @@ def score_trajectories(
     )
     stored = TERM_READINGS[config.terms].stored_entries
     entries = {id(t): stored(t.stats.memory_ops) for t in trajectories}
-    memory_items = [
-        MemoryItem(content, tuple(f.text for f in tasks[t.task_id].supporting_facts))
-        for t in trajectories
-        for content in entries[id(t)]
-    ]
-    memory_scores = iter(judge.memory_scores(memory_items))
+    finals = {id(t): terms.stage1_entries_at_end(t.stats.memory_ops) for t in trajectories}
+    facts_of = {id(t): tuple(f.text for f in tasks[t.task_id].supporting_facts) for t in trajectories}
+    # one judge call per distinct (entry, supporting facts): an entry storage judged and still held at the end, or
+    # stored by several rollouts of a task, is scored once
+    memory_items = list(
+        dict.fromkeys(
+            MemoryItem(content, facts_of[id(t)]) for t in trajectories for content in (*entries[id(t)], *finals[id(t)])
+        )
+    )
+    memory_scores = dict(zip(memory_items, judge.memory_scores(memory_items)))
     retrievals = {id(t): [r for r in t.stats.retrievals if r.stage == 3] for t in trajectories}
     relevance_items = [RelevanceItem(t.question, tuple(r.contents)) for t in trajectories for r in retrievals[id(t)]]
     relevance_scores = iter(judge.relevance_scores(relevance_items))
 
     breakdowns = []
     for trajectory in trajectories:
-        entry_scores = [next(memory_scores) for _ in entries[id(trajectory)]]
+        entry_scores = [memory_scores[MemoryItem(c, facts_of[id(trajectory)])] for c in entries[id(trajectory)]]
+        final_scores = [memory_scores[MemoryItem(c, facts_of[id(trajectory)])] for c in finals[id(trajectory)]]
         retrieval_scores = [next(relevance_scores) for _ in retrievals[id(trajectory)]]
         facts = [f.text for f in tasks[trajectory.task_id].supporting_facts if f.text]
         breakdown = reward_breakdown(
-            trajectory, answer_scores.get(id(trajectory)), entry_scores, retrieval_scores, config, token_budget, facts
+            trajectory,
+            answer_scores.get(id(trajectory)),
+            entry_scores,
+            retrieval_scores,
+            config,
+            token_budget,
+            facts,
+            final_scores=final_scores,
         )
         trajectory.reward = breakdown
         breakdowns.append(breakdown)
@@ -122,9 +138,16 @@ def reward_breakdown(
     config: RewardConfig,
     token_budget: int,
     facts: Sequence[str] = (),
+    *,
+    final_scores: Sequence[float] = (),
 ) -> dict[str, float]:
     """Every term and sub-term of one trajectory, given the judge's scores for it and its task's supporting-fact
-    sentences (``facts``: what preservation looks for under ``reward.terms=effects``)."""
+    sentences (``facts``: what preservation looks for under ``reward.terms=effects``).
+
+    ``entry_scores`` are the scores of the entries storage judges (``TermReadings.stored_entries``), ``final_scores``
+    those of the entries Stage 1 stored as the episode ended them (:func:`terms.stage1_entries_at_end`), from which
+    Q_final is computed for maintenance under ``effects`` (:func:`terms.maintenance_reward_effective`); none (a caller
+    that judges no memory, as a game) gives Q_final = 0, so maintenance pays nothing there under ``effects``."""
     stats = trajectory.stats
     reading = TERM_READINGS[config.terms]
     step = answer_step(trajectory)
@@ -142,7 +165,8 @@ def reward_breakdown(
     preservation = terms.preservation_reward(items, context_text, summaries)
     r_context = terms.context_reward(compression, preventive, preservation)
     storage = terms.storage_reward(entry_scores, config.storage_threshold)
-    maintenance = terms.maintenance_reward(maintained)
+    quality_final = terms.storage_reward(final_scores, config.storage_threshold)
+    maintenance = reading.maintenance_reward(maintained, storage, quality_final)
     relevance = terms.relevance_reward(retrieval_scores)
     r_memory = terms.memory_reward(storage, maintenance, relevance)
     violations = sum(len(s.violations) for s in trajectory.action_steps)
@@ -182,4 +206,6 @@ def reward_breakdown(
         "context/management_effective": float(len(management)),
         "memory/maintenance_ops": float(len(stats.ops("update")) + len(stats.ops("delete"))),
         "memory/maintained": float(maintained),
+        "memory/quality_final": quality_final,
+        "memory/final_judged": float(len(final_scores)),
     }

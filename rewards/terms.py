@@ -17,6 +17,7 @@ of what memory holds, and only what the question needs, counts):
 | preservation | :func:`preservation_items_paper` | :func:`preservation_items_needed` |
 | storage | :func:`stored_entries_paper` | :func:`stored_entries_held` |
 | maintenance | :func:`maintenance_count_paper` | :func:`maintenance_count_effective` |
+| maintenance pays | :func:`maintenance_reward_paper` | :func:`maintenance_reward_effective` |
 
 Both readings look for preservation items in the same place, :func:`kept_context_text`, with the same matcher,
 :func:`contains_item` (whole words; never the system prompt, the tool schemas or the agent's own messages).
@@ -467,6 +468,22 @@ def stored_entries_held(ops: Sequence[MemoryOpRecord]) -> list[str]:
     return list(entries.values())
 
 
+def stage1_entries_at_end(ops: Sequence[MemoryOpRecord]) -> list[str]:
+    """The memory Stage 1 built, as the episode left it: of the entries (by id) memory held when Stage 1 ended, those
+    still held at the end, each with its final text (after later updates), as distinct meanings (:func:`meaning`),
+    one text each (the first held), in order. Entries added after Stage 1 are not in it, so Q over it
+    (:func:`maintenance_reward_effective`) changes only by maintenance of what Stage 1 stored. Empty when Stage 1
+    stored nothing."""
+    stages = _memory_at_stages(ops)
+    built = next((end for stage, _, end, _ in stages if stage == 1), {})
+    final = stages[-1][2] if stages else {}
+    entries: dict[str, str] = {}
+    for memory_id, text in final.items():
+        if memory_id in built:
+            entries.setdefault(meaning(text), text)
+    return list(entries.values())
+
+
 def context_reward(compression: float, preventive: float, preservation: float) -> float:
     """R_context = Σ α_i·R_i over R_compression, R_preventive, R_preservation with α_i = 1/3 (Eq. 18)."""
     return (compression + preventive + preservation) / 3.0
@@ -483,9 +500,45 @@ def storage_reward(entry_scores: Sequence[float], threshold: float) -> float:
 
 
 def maintenance_reward(maintained: int) -> float:
-    """R_maintenance = 1 when at least one maintenance operation counted, else 0 (Eq. 24); what counts is
-    :func:`maintenance_count_paper` or :func:`maintenance_count_effective`."""
+    """R_maintenance = 1 when at least one maintenance operation counted, else 0 (Eq. 24's indicator); what counts is
+    :func:`maintenance_count_paper` (the paper's reading, :func:`maintenance_reward_paper`)."""
     return 1.0 if maintained > 0 else 0.0
+
+
+def maintenance_reward_paper(maintained: int, quality_stage1: float, quality_final: float) -> float:
+    """R_maintenance under Eq. 24's letter: :func:`maintenance_reward` of the count (1 when an Update/Delete
+    succeeded); the memory qualities are not read."""
+    return maintenance_reward(maintained)
+
+
+def maintenance_reward_effective(maintained: int, quality_stage1: float, quality_final: float) -> float:
+    """R_maintenance by effect: the judged quality maintenance added to the memory Stage 1 built.
+
+        R_maintenance = max(0, Q_final − Q_stage1)   when maintained > 0 (:func:`maintenance_count_effective`), else 0
+
+    with Q the quantity R_storage computes (:func:`storage_reward`: the share of distinct held meanings the judge
+    scores >= ``reward.storage_threshold`` against the supporting facts, 0 for an empty memory), Q_stage1 over the
+    memory held when Stage 1 ended (:func:`stored_entries_held`: Q_stage1 *is* R_storage) and Q_final over the same
+    entries as the episode ended them (:func:`stage1_entries_at_end`: updated, deleted, never added to). So
+    R_storage + R_maintenance = max(Q_stage1, Q_final) whenever maintenance counted: junk stored in Stage 1 and
+    deleted (or rewritten into a copy of a stored fact) later earns exactly what never storing it earns, since the
+    junk lowered Q_stage1 by what its removal gives back; a real correction — a stale or wrong entry rewritten or
+    removed, raising Q — pays by how much it raised it, and a change that lowers Q (a good fact deleted) pays 0,
+    never below.
+
+    Why Q_final is not over the whole final memory: entries added in Stages 2-3 would move it too (a distractor the
+    judge scores high raises it), and then any maintenance, the clean-up of one's own junk included, would unlock
+    a payment for those adds, which are not maintenance (the neutral-habit property test found this: junk stored in
+    Stage 1 and deleted in Stage 2 raised the total of an agent that stores the Stage-2 messages).
+
+    How it reads Eq. 24: the paper's R_maintenance is the indicator 1[a maintenance operation happened], meant to
+    reward keeping memory current (its Appendix B.1 example updates an entry when the user's preference changes).
+    This keeps the indicator as the gate (a change of meaning must have happened) and replaces its value 1 by the
+    improvement the judge measures: the paper's example pays exactly when the judge scores the stale entry below
+    ``reward.storage_threshold`` against the supporting facts and the updated one at or above it (one entry among N
+    held: +1/N), and nothing when both clear it (the stale entry already counted as high quality). The paper's
+    indicator pays 1 in every case (:func:`maintenance_reward_paper`, ``reward.terms=paper``)."""
+    return max(0.0, quality_final - quality_stage1) if maintained > 0 else 0.0
 
 
 def relevance_reward(retrieval_scores: Sequence[float]) -> float:

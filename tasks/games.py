@@ -453,9 +453,11 @@ def game_task_reward(meta: Mapping[str, Any]) -> float:
 @dataclass
 class GameScorer:
     """R_task = 1 when the game was won, else 0 (:func:`game_task_reward`); the context terms, the memory terms
-    that apply (maintenance, and the judge's relevance of the agent's retrievals to the game's goal; no Stage-1
-    storage in a game) and the penalties as for QA tasks (``agemem.rewards.composite.reward_breakdown``). The
-    breakdown also reports ``<name>/won`` and ``<name>/progress`` (not rewarded)."""
+    that apply (the judge's relevance of the agent's retrievals to the game's goal; maintenance under
+    ``reward.terms=paper`` only: under ``effects`` it pays the judged gain of the memory Stage 1 built, and a game
+    has no Stage 1, so no storage and no maintenance) and the penalties as for QA tasks
+    (``agemem.rewards.composite.reward_breakdown``). The breakdown also reports ``<name>/won`` and
+    ``<name>/progress`` (not rewarded)."""
 
     name: str
     judge: Judge

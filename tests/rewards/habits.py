@@ -14,7 +14,11 @@ tool, in every stage where it makes sense, each kind of no-op:
 * ``Retrieve_memory`` in Stage 1 (erased), or repeated in Stage 3 (the same memories twice);
 * ``Update_memory`` with the same text, or with a cosmetic change (case, the final ".", spacing);
 * ``Delete_memory`` then ``Add_memory`` of the same text; an ``Add_memory`` of a stored fact (a duplicate), kept
-  or deleted again in any stage; an ``Add_memory`` of junk deleted in the same stage.
+  or deleted again in any stage; an ``Add_memory`` of junk deleted in the same stage;
+* junk stored in Stage 1 (an ``Add_memory`` no fact shares a word with) and cleaned up later: deleted in Stage 2 or
+  3, or rewritten (``Update_memory``) into a copy of a stored fact in Stage 1, 2 or 3. The final memory is the
+  honest agent's up to duplicates; the junk lowered R_storage, and under ``effects`` the clean-up's R_maintenance
+  gives back exactly that (:func:`agemem.rewards.terms.maintenance_reward_effective`), no more.
 
 Agents of different quality (:data:`AGENTS`) each play the tasks without a habit and with one; the test asserts
 that no habit raises any agent's total reward on any task under ``reward.terms=effects``.
@@ -89,7 +93,9 @@ def _habits() -> list[Habit]:
             Habit("delete and re-add the same text", stage, ("delete_best", "readd_best")),
             Habit("duplicate a fact in Stage 1, delete the copy", stage, ("delete_dup",), setup=("add_dup",)),
             Habit("add junk and delete it", stage, ("add_junk", "delete_junk")),
+            Habit("add junk in Stage 1, rewrite it as a copy of a fact", stage, ("update_junk_copy",), ("add_junk",)),
         ]
+    habits += [Habit("add junk in Stage 1, delete it", stage, ("delete_junk",), ("add_junk",)) for stage in (2, 3)]
     habits += [
         Habit("summary", 1, ("summary_gist",)),
         Habit("retrieve", 1, ("retrieve_message",)),
@@ -102,9 +108,6 @@ def _habits() -> list[Habit]:
 
 HABITS: list[Habit] = _habits()
 NOT_NEUTRAL: list[Habit] = [
-    # the agent's own junk, stored in Stage 1 and cleaned up in Stage 3: the final memory equals the honest one, but
-    # the delete removes a meaning memory held since Stage 1 (the rule cannot tell this from a real correction)
-    Habit("add junk in Stage 1, delete it", 3, ("delete_junk",), setup=("add_junk",), neutral=False),
     # a fact stored twice and kept: memory is unchanged up to duplicates, but in Stage 3 the copy takes a place in
     # the top-k retrieval that another memory had, so the answer-time context holds one memory fewer
     Habit("duplicate a fact, keep both", 1, (), setup=("add_dup",), neutral=False),
@@ -228,8 +231,10 @@ class HabitAgent:
         if move == "delete_dup":
             copy = [i for i, c in entries.items() if c == best and i != best_id][-1]
             return call("Delete_memory", memory_id=copy, confirmation=True)
-        if move == "delete_junk":
+        if move in ("delete_junk", "update_junk_copy"):
             junk = [i for i, c in entries.items() if c == JUNK][-1]
+            if move == "update_junk_copy":
+                return call("Update_memory", memory_id=junk, content=best)
             return call("Delete_memory", memory_id=junk, confirmation=True)
         raise ValueError(f"unknown move {move!r}")
 

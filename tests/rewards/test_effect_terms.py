@@ -180,6 +180,131 @@ def test_duplicating_the_fact_does_not_raise_storage():
     assert len(terms.stored_entries_paper(doubled)) == 3  # the letter: 2 of 3 high-quality, up from 1 of 2
 
 
+def test_q_final_judges_the_entries_stage_1_built_as_they_ended():
+    ops = [
+        op("add", 1, "m1", "Ada lives in Oslo."),
+        op("add", 1, "m2", "junk"),
+        op("add", 1, "m3", "ada lives in oslo"),  # a copy up to format: one meaning
+        op("add", 1, "m5", "It rained."),
+        op("add", 2, "m4", "a distractor"),  # added after Stage 1: not in it
+        op("update", 3, "m2", "Ada lives in Oslo", "junk"),  # junk rewritten into a copy of the fact
+        op("update", 3, "m5", "It rained a lot.", "It rained."),  # held with its final text
+    ]
+    assert terms.stored_entries_held(ops) == ["Ada lives in Oslo.", "junk", "It rained."]
+    assert terms.stage1_entries_at_end(ops) == ["Ada lives in Oslo.", "It rained a lot."]
+    assert terms.stage1_entries_at_end([*ops, op("delete", 3, "m5", "It rained a lot.")]) == ["Ada lives in Oslo."]
+    assert terms.stage1_entries_at_end([]) == []
+    assert terms.stage1_entries_at_end(ops[4:5]) == []  # Stage 1 stored nothing
+    assert terms.stage1_entries_at_end(ops[:2]) == ["Ada lives in Oslo.", "junk"]  # nothing after Stage 1
+
+
+def test_maintenance_pays_the_quality_it_added():
+    # R_maintenance = max(0, Q_final - Q_stage1) when a change of meaning counted, else 0
+    assert terms.maintenance_reward_effective(1, 0.25, 1 / 3) == pytest.approx(1 / 12)  # 1/3 - 1/4
+    assert terms.maintenance_reward_effective(2, 0.5, 1.0) == 0.5  # 1 - 1/2
+    assert terms.maintenance_reward_effective(1, 0.5, 0.2) == 0.0  # max(0, 0.2 - 0.5): never below 0
+    assert terms.maintenance_reward_effective(0, 0.25, 1.0) == 0.0  # no change of meaning: nothing
+    # the letter pays the indicator whatever the qualities
+    assert terms.maintenance_reward_paper(1, 0.5, 0.2) == 1.0 and terms.maintenance_reward_paper(0, 0.0, 1.0) == 0.0
+
+
+@pytest.mark.parametrize(
+    ("later", "final"),
+    [
+        ([op("delete", 3, "m4", "zebra quasar")], ["Ada lives in Oslo.", "It rained.", "Bo sang."]),
+        ([op("delete", 2, "m4", "zebra quasar")], ["Ada lives in Oslo.", "It rained.", "Bo sang."]),
+        (
+            [op("update", 3, "m4", "Ada lives in Oslo", "zebra quasar")],
+            ["Ada lives in Oslo.", "It rained.", "Bo sang."],
+        ),
+    ],
+    ids=["deleted in Stage 3", "deleted in Stage 2", "rewritten into a copy of the fact"],
+)
+def test_storing_junk_and_removing_it_earns_what_not_storing_it_earns(later, final):
+    honest = [
+        op("add", 1, "m1", "Ada lives in Oslo."),
+        op("add", 1, "m2", "It rained."),
+        op("add", 1, "m3", "Bo sang."),
+    ]
+    junk = [*honest, op("add", 1, "m4", "zebra quasar"), *later]
+    assert terms.stage1_entries_at_end(junk) == final == terms.stage1_entries_at_end(honest)
+    # a judge that scores only the fact >= 0.5: honest Q_stage1 = 1/3, no maintenance: storage + maintenance = 1/3
+    honest_sum = terms.storage_reward([1.0, 0.0, 0.0], 0.5) + terms.maintenance_reward_effective(
+        terms.maintenance_count_effective(honest), 1 / 3, 1 / 3
+    )
+    # with the junk: Q_stage1 = 1/4 (the junk is a fourth entry held), Q_final = 1/3, the removal counts (1):
+    # R_storage 1/4 + R_maintenance (1/3 - 1/4 = 1/12) = 1/3, exactly the honest sum
+    q_stage1 = terms.storage_reward([1.0, 0.0, 0.0, 0.0], 0.5)
+    maintained = terms.maintenance_count_effective(junk)
+    assert (q_stage1, maintained) == (0.25, 1)
+    assert q_stage1 + terms.maintenance_reward_effective(maintained, q_stage1, 1 / 3) == pytest.approx(honest_sum)
+    assert honest_sum == pytest.approx(1 / 3)
+    # the letter still pays it: R_maintenance 1 against a storage 1/4: 1.25 > 1/3
+    assert terms.maintenance_reward_paper(terms.maintenance_count_paper(junk), 0.25, 1 / 3) == 1.0
+
+
+class ScoreByText:
+    """A judge that scores an entry 1 when it holds the fact's sentence (up to format), else 0, counting items."""
+
+    name = "by-text"
+
+    def __init__(self):
+        self.memory_items = []
+
+    def answer_scores(self, items):
+        return [1.0 for _ in items]
+
+    def memory_scores(self, items):
+        self.memory_items += list(items)
+        return [float(terms.meaning(i.supporting_facts[0]) in terms.meaning(i.content)) for i in items]
+
+    def relevance_scores(self, items):
+        return [0.5 for _ in items]
+
+
+def test_a_real_correction_still_pays_and_junk_removal_does_not():
+    from agemem.rewards.composite import score_trajectories
+    from tests.rewards.test_terms import TASK
+
+    def played(*ops):
+        t = trajectory()
+        t.stats.memory_ops = [MemoryOpRecord(k, s, 0, True, i, c, p) for k, s, i, c, p in ops]
+        return t
+
+    stale = ("add", 1, "mem_1", "Ada Quill lives in Bergen.", None)  # wrong: the judge scores it 0
+    other = ("add", 1, "mem_2", "It rained.", None)
+    fix = ("update", 3, "mem_1", "Ada Quill lives in Oslo.", "Ada Quill lives in Bergen.")  # scored 1
+    kept = played(stale, other)
+    corrected = played(stale, other, fix)
+    junk = played(("add", 1, "mem_1", "Ada Quill lives in Oslo.", None), other, ("add", 1, "mem_3", "zebra", None))
+    junk_removed = played(*[(o.op, o.stage, o.memory_id, o.content, None) for o in junk.stats.memory_ops])
+    junk_removed.stats.memory_ops.append(MemoryOpRecord("delete", 3, 0, True, "mem_3", "zebra"))
+    honest = played(("add", 1, "mem_1", "Ada Quill lives in Oslo.", None), other)
+    judge = ScoreByText()
+    batch = [kept, corrected, junk, junk_removed, honest]
+    effects = score_trajectories(batch, {"t": TASK}, judge, RewardConfig(), token_budget=8192)
+    # every distinct entry of the task judged once: Bergen, "It rained.", Oslo, zebra
+    assert sorted(i.content for i in judge.memory_items) == sorted(
+        ["Ada Quill lives in Bergen.", "It rained.", "Ada Quill lives in Oslo.", "zebra"]
+    )
+    kept_b, corrected_b, junk_b, removed_b, honest_b = effects
+    # the correction: Q_stage1 = 0/2 (R_storage 0), Q_final = 1/2: R_maintenance 1/2, +1/2 x 1/9 = +1/18 of total
+    assert corrected_b["memory/storage"] == 0.0 and corrected_b["memory/quality_final"] == 0.5
+    assert corrected_b["memory/maintenance"] == 0.5
+    assert corrected_b["total"] - kept_b["total"] == pytest.approx(1 / 18)
+    # the junk: R_storage 1/3 (1 of 3 held) and R_maintenance 1/2 - 1/3 = 1/6 sum to the honest 1/2 + 0
+    assert removed_b["memory/storage"] == pytest.approx(1 / 3) and removed_b["memory/maintenance"] == pytest.approx(
+        1 / 6
+    )
+    assert removed_b["total"] == pytest.approx(honest_b["total"])
+    assert junk_b["total"] < honest_b["total"]  # kept junk costs 1/2 - 1/3 of storage: -1/6 x 1/9
+    # the letter pays both deletes and updates 1: +1/9 over the honest agent for the junk, 1/9 for the correction
+    paper = score_trajectories(batch, {"t": TASK}, ScoreByText(), RewardConfig(terms="paper"), token_budget=8192)
+    assert paper[3]["memory/maintenance"] == 1.0 and paper[1]["memory/maintenance"] == 1.0
+    # paper storage over the 3 Stage-1 adds: 1/3; total - honest = (1/3 + 1 - 1/2) / 9 = (5/6) / 9
+    assert paper[3]["total"] - paper[4]["total"] == pytest.approx(5 / 54)
+
+
 # ---------------------------------------------------------------- preservation
 
 

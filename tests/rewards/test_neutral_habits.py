@@ -33,8 +33,11 @@ PAYS_UNDER_PAPER = {
             "delete and re-add the same text",
             "duplicate a fact in Stage 1, delete the copy",
             "add junk and delete it",
+            "add junk in Stage 1, rewrite it as a copy of a fact",
         ]
     ),
+    "add junk in Stage 1, delete it (Stage 2)",
+    "add junk in Stage 1, delete it (Stage 3)",
     "summary (Stage 1)",
     "update in lower case (Stage 3)",
     "update with doubled spaces (Stage 3)",
@@ -102,14 +105,26 @@ def test_the_reset_and_the_rules_are_what_stops_them(plays):
     assert effects["context/management_calls"] == 1 and effects["context/management_effective"] == 0
 
 
+def test_junk_cleaned_up_later_earns_what_never_storing_it_earns(plays):
+    junk = next(h for h in HABITS if h.label == "add junk in Stage 1, delete it (Stage 3)")
+    effects, paper = plays("never manages", junk)[1][0], plays("never manages", junk)[2][0]
+    honest = plays("never manages")[1][0]
+    # the honest agent holds 3 Stage-1 entries, one of them the fact: R_storage = Q_stage1 = 1/3, no maintenance.
+    # With the junk: Q_stage1 = 1/4 (the junk is a fourth entry), Q_final = 1/3 (the junk is gone), the delete counts:
+    # R_maintenance = max(0, 1/3 - 1/4) = 1/12, so R_storage + R_maintenance = 1/4 + 1/12 = 1/3, the honest sum
+    assert honest["memory/storage"] == pytest.approx(1 / 3) and honest["memory/maintenance"] == 0.0
+    assert effects["memory/storage"] == pytest.approx(1 / 4)
+    assert effects["memory/quality_final"] == pytest.approx(1 / 3)
+    assert effects["memory/maintenance"] == pytest.approx(1 / 12)
+    assert effects["memory/storage"] + effects["memory/maintenance"] == pytest.approx(honest["memory/storage"])
+    # the letter pays the delete 1: storage 1/4 (1 of 4 adds) + maintenance 1, about +0.10 of total
+    assert paper["memory/maintenance"] == 1.0 and paper["memory/storage"] == pytest.approx(1 / 4)
+
+
 def test_the_non_neutral_cases_are_measured(plays):
-    junk, duplicate, summary = NOT_NEUTRAL
+    duplicate, summary = NOT_NEUTRAL
     # a real Stage-2 summary of the distractors is management: it pays the never-managing agent's preventive term
     assert plays("never manages", summary)[1][0]["context/preventive"] == 1.0
-    # junk stored in Stage 1 and deleted in Stage 3 still counts as maintenance (the open case, docs/rewards.md):
-    # R_maintenance 0 -> 1 is +1/9, R_storage 1/3 -> 1/4 (the junk is one more entry held) is -1/9 x 1/12
-    assert plays("never manages", junk)[1][0]["memory/maintenance"] == 1.0
-    assert plays("never manages", junk)[1][0]["memory/storage"] == pytest.approx(1 / 4)
     # a kept duplicate leaves storage alone (one meaning held), under paper it is one more high-quality add: 2 of 4
     assert plays("never manages", duplicate)[1][0]["memory/storage"] == plays("never manages")[1][0]["memory/storage"]
     assert plays("never manages", duplicate)[2][0]["memory/storage"] == pytest.approx(2 / 4)

@@ -59,6 +59,7 @@ def test_storage_maintenance_relevance():
     assert terms.storage_reward([0.9, 0.2, 0.5, 0.49], threshold=0.5) == 0.5  # 0.9 and 0.5 pass: 2 / 4
     assert terms.storage_reward([], threshold=0.5) == 0.0
     assert terms.maintenance_reward(0) == 0.0 and terms.maintenance_reward(2) == 1.0
+    assert terms.maintenance_reward_paper(2, 0.9, 0.1) == 1.0  # the letter: the qualities are not read
     assert terms.relevance_reward([1.0, 0.5]) == 0.75 and terms.relevance_reward([]) == 0.0
 
 
@@ -129,21 +130,47 @@ TASK = Task(
 
 def test_reward_breakdown_by_hand():
     config = RewardConfig(format_penalty=-0.1)
+    # the judge scored the Stage-1 entries [fact 1.0, "It rained." 0.0] and the final ones [fact 1.0, "It rained a
+    # lot." 0.0]
     breakdown = reward_breakdown(
-        trajectory(summaries=[3], overflow_step=6), 1.0, [1.0, 0.0], [0.8], config, token_budget=8192
+        trajectory(summaries=[3], overflow_step=6),
+        1.0,
+        [1.0, 0.0],
+        [0.8],
+        config,
+        token_budget=8192,
+        final_scores=[1.0, 0.0],
     )
     assert breakdown["task"] == 1.0
     assert breakdown["context/compression"] == 0.75  # 1 - 2048 / 8192
     assert breakdown["context/preventive"] == 1.0  # summary at step 3 < first overflow at step 6
     assert breakdown["context/preservation"] == 1.0  # "Ada Quill" survives in the summary
     assert breakdown["context"] == pytest.approx(2.75 / 3)
-    assert breakdown["memory/storage"] == 0.5  # 1 of 2 Stage-1 adds scores >= 0.5
-    assert breakdown["memory/maintenance"] == 1.0  # the update changed mem_2's text
+    assert breakdown["memory/storage"] == 0.5  # 1 of 2 entries held after Stage 1 scores >= 0.5
+    # the update changed mem_2's meaning: "it rained" no longer held (1) + "it rained a lot" written (1) ...
+    assert breakdown["memory/maintained"] == 2.0
+    assert breakdown["memory/quality_final"] == 0.5  # ... but Q_final = 1/2 = Q_stage1
+    assert breakdown["memory/maintenance"] == 0.0  # max(0, 1/2 - 1/2): it improved nothing the judge sees
     assert breakdown["memory/relevance"] == pytest.approx(0.8)
-    assert breakdown["memory"] == pytest.approx(2.3 / 3)
+    assert breakdown["memory"] == pytest.approx(1.3 / 3)  # (0.5 + 0 + 0.8) / 3
     assert breakdown["penalty"] == pytest.approx(-0.6)  # overflow -0.5, one violation -0.1
+    # total = (1 + 2.75/3 + 1.3/3) / 3 - 0.6 = (1 + 0.91667 + 0.43333) / 3 - 0.6 = 0.78333 - 0.6
+    assert breakdown["total"] == pytest.approx(0.183333, abs=1e-5)
+    # the paper's letter: the update is maintenance (R_maintenance 1), whatever it did to the judged quality
+    paper = reward_breakdown(
+        trajectory(summaries=[3], overflow_step=6),
+        1.0,
+        [1.0, 0.0],
+        [0.8],
+        RewardConfig(format_penalty=-0.1, terms="paper"),
+        token_budget=8192,
+        final_scores=[1.0, 0.0],
+    )
+    assert paper["memory/storage"] == 0.5  # 1 of 2 Stage-1 adds
+    assert paper["memory/maintenance"] == 1.0
+    assert paper["memory"] == pytest.approx(2.3 / 3)  # (0.5 + 1 + 0.8) / 3
     # total = (1 + 2.75/3 + 2.3/3) / 3 - 0.6 = (1 + 0.91667 + 0.76667) / 3 - 0.6 = 0.89444 - 0.6
-    assert breakdown["total"] == pytest.approx(0.294444, abs=1e-5)
+    assert paper["total"] == pytest.approx(0.294444, abs=1e-5)
 
 
 def test_round_limit_scope():
@@ -261,7 +288,9 @@ def test_score_trajectories_batches_the_judge_and_fills_the_breakdown():
     judge = FixedJudge()
     right, wrong = trajectory(), trajectory(answer="Bergen")
     breakdowns = score_trajectories([right, wrong], {"t": TASK}, judge, RewardConfig(), token_budget=8192)
-    assert judge.calls == [("answer", 2), ("memory", 4), ("relevance", 2)]
+    # memory: the distinct entries of the task, once each: Stage-1 "Ada Quill lives in Oslo." and "It rained.", and
+    # "It rained a lot." as Stage 2 left mem_2 (the fact, unchanged, and the second rollout's entries reuse scores)
+    assert judge.calls == [("answer", 2), ("memory", 3), ("relevance", 2)]
     assert [b["task"] for b in breakdowns] == [1.0, 0.0]
     assert right.reward is breakdowns[0] and breakdowns[0]["total"] > breakdowns[1]["total"]
     assert breakdowns[0]["total"] - breakdowns[1]["total"] == pytest.approx(1 / 3)  # only w_task x R_task differs
