@@ -31,7 +31,14 @@ from typing import TYPE_CHECKING, Any
 from agemem.core.config import PolicyConfig
 from agemem.core.configlib import ConfigError, to_dict
 from agemem.core.devicemem import CudaPeaks
-from agemem.core.hostmem import GIB, MemoryReleaser, peak_resident_bytes, reset_peak, resident_bytes
+from agemem.core.hostmem import (
+    GIB,
+    MemoryReleaser,
+    peak_resident_bytes,
+    peak_window_resets,
+    reset_peak,
+    resident_bytes,
+)
 from agemem.core.runs import (
     CheckpointError,
     checkpoint_problems,
@@ -498,7 +505,7 @@ class Timer:
     def __init__(self, *, memory: bool = False, gpu: CudaPeaks | None = None) -> None:
         self.start = self.last = time.perf_counter()
         self.laps: dict[str, float] = {}
-        self.memory = memory and reset_peak()
+        self.memory = memory and peak_window_resets() and reset_peak()
         self.peak_gib: dict[str, float] = {}
         self.gpu = gpu
         self.gpu_peak_gib: dict[str, float] = {}
@@ -512,7 +519,8 @@ class Timer:
         self.last = now
         if self.memory:
             self.peak_gib[name] = peak_resident_bytes() / GIB
-            reset_peak()
+            # a reset that did not take would make the next lap report this one's peak: stop reporting
+            self.memory = reset_peak()
         if self.gpu is not None:
             allocated, reserved = self.gpu.read_and_reset()
             self.gpu_peak_gib[name], self.gpu_reserved_gib[name] = allocated / GIB, reserved / GIB

@@ -57,14 +57,35 @@ def peak_resident_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
 
 
+# after a reset the peak equals the resident size; the slack absorbs pages touched between write and read-back
+_RESET_SLACK_BYTES = 16 << 20
+
+
 def reset_peak() -> bool:
-    """Start a new peak window (Linux >= 4.0: writing 5 to ``/proc/self/clear_refs`` resets ``VmHWM``)."""
+    """Start a new peak window (Linux >= 4.0: writing 5 to ``/proc/self/clear_refs`` resets ``VmHWM``).
+
+    True only where the window really restarted: some kernels and sandboxes accept the write and keep the
+    old peak, so the peak is read back and must have fallen to the resident size (within 16 MiB)."""
     try:
         with open("/proc/self/clear_refs", "w") as handle:
             handle.write("5")
     except OSError:
         return False
-    return True
+    peak, resident = _status_field("VmHWM"), _status_field("VmRSS")
+    return bool(peak) and peak <= resident + _RESET_SLACK_BYTES
+
+
+@cache
+def peak_window_resets() -> bool:
+    """Whether this process can measure peaks per window: raise the peak 64 MiB above the resident size (a
+    touched, then freed mmap'd block), reset, and check it fell back. A kernel that ignores the reset would
+    report the process's lifetime peak for every window; callers then report no per-window peak at all."""
+    if not sys.platform.startswith("linux") or not _status_field("VmHWM"):
+        return False
+    block = bytearray(64 << 20)  # above glibc's largest mmap threshold (32 MiB): unmapped again on free
+    block[:: resource.getpagesize()] = b"x" * len(block[:: resource.getpagesize()])
+    del block
+    return reset_peak()
 
 
 def _status_field(name: str) -> int:
