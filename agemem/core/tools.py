@@ -64,7 +64,7 @@ TOOL_SCHEMAS: list[dict[str, Any]] = [  # the built-in six, registered below wit
                 "properties": {
                     "memory_id": {
                         "type": "string",
-                        "description": "Id of the entry, as returned by Add_memory or Retrieve_memory.",
+                        "description": "Id of the entry, as shown when it was added or retrieved.",
                     },
                     "content": {"type": "string", "minLength": 1, "description": "The new content."},
                     "metadata": {"type": "object", "description": "Optional labels merged into the entry's metadata."},

@@ -12,6 +12,10 @@ probability so that the imitating policy has room to improve:
   answers from what it can see: the asked person's sentence if visible, else the value of the
   closest look-alike sentence (the confusion a careless reader makes), else ``unknown``.
 
+A habit needs its tool: given the stage tool sets the episode offers (``rollout.stage_tools=paper``), the expert
+never calls a tool its stage does not offer, so its demonstrations never teach a refused call (under the
+paper's sets no distractor can be stored: Stage 2 offers only Filter/Summary).
+
 Every decision is a function of (``seed``, task, decision), never of call order, so the same
 tasks always give the same demonstrations whatever the batching.
 """
@@ -22,7 +26,7 @@ import difflib
 import hashlib
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -95,10 +99,18 @@ class ExpertHabits:
 
 
 class SyntheticExpert:
-    """``expert(conversation) -> response text`` for the synthetic tasks it was built with."""
+    """``expert(conversation) -> response text`` for the synthetic tasks it was built with.
 
-    def __init__(self, tasks: Sequence[Task], habits: ExpertHabits):
+    ``stage_tools``: the tools each stage offers (stage -> names, as
+    :data:`~agemem.core.tools.PAPER_STAGE_TOOLS`); None when every tool is offered everywhere. The expert
+    knows the stage from what it answers: a fact paragraph is Stage 1, a distractor Stage 2, the question Stage 3.
+    """
+
+    def __init__(
+        self, tasks: Sequence[Task], habits: ExpertHabits, stage_tools: Mapping[int, Sequence[str]] | None = None
+    ):
         self.habits = habits
+        self.stage_tools = stage_tools
         self._paragraphs: dict[str, tuple[Task, str]] = {}
         self._distractors: dict[str, Task] = {}
         self._questions: dict[str, Task] = {}
@@ -121,11 +133,15 @@ class SyntheticExpert:
             return self._answer_question(self._questions[message], conversation, acted)
         if message in self._distractors:
             task = self._distractors[message]
-            if not acted and self._flip(task, f"distractor:{message}", self.habits.store_distractor):
+            if (
+                not acted
+                and self._offers(2, "Add_memory")
+                and self._flip(task, f"distractor:{message}", self.habits.store_distractor)
+            ):
                 return tool_call_text("Worth keeping.", [("Add_memory", {"content": message})])
             return answer_text("Noted.", "OK")
         facts = [(text, owner) for text, owner in self._paragraphs.items() if text in message]
-        if acted or not facts:
+        if acted or not facts or not self._offers(1, "Add_memory"):
             return answer_text("Noted.", "OK")
         facts.sort(key=lambda item: message.index(item[0]))
         kept = [text for text, (task, title) in facts if self._flip(task, f"fact:{title}", self.habits.store_fact)]
@@ -136,7 +152,7 @@ class SyntheticExpert:
         return tool_call_text("Worth keeping.", [("Add_memory", {"content": text}) for text in kept])
 
     def _answer_question(self, task: Task, conversation: list[dict[str, str]], acted: bool) -> str:
-        if not acted and self._flip(task, "retrieve", self.habits.retrieve):
+        if not acted and self._offers(3, "Retrieve_memory") and self._flip(task, "retrieve", self.habits.retrieve):
             return tool_call_text("Check memory.", [("Retrieve_memory", {"query": task.question})])
         visible = "\n".join(m["content"] for m in conversation[1:])
         evidence = visible_evidence(task, visible)
@@ -146,6 +162,9 @@ class SyntheticExpert:
         # quoting the sentence turns reading into copying: the value follows the quoted words in context
         thought = evidence_thought(sentence, self.habits.quote_style) if self.habits.quote_evidence else "Answer."
         return answer_text(thought, value)
+
+    def _offers(self, stage: int, tool: str) -> bool:
+        return self.stage_tools is None or tool in self.stage_tools[stage]
 
     def _flip(self, task: Task, decision: str, probability: float) -> bool:
         digest = hashlib.blake2b(f"{self.habits.seed}:{task.id}:{decision}".encode(), digest_size=8).digest()

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from agemem.core.configlib import to_dict
 from agemem.core.files import atomic_open
 from agemem.core.hostmem import MemoryReleaser
+from agemem.core.tools import PAPER_STAGE_TOOLS
 from agemem.recipes.learn.config import LearnConfig, LearnRunConfig
 from agemem.recipes.learn.evaluate import (
     EpisodeScore,
@@ -195,6 +196,7 @@ def _play_expert(
             quote_evidence=learn_cfg.expert_quote_evidence,
             quote_style=learn_cfg.expert_quote_style,
         ),
+        stage_tools=PAPER_STAGE_TOOLS if config.rollout.stage_tools == "paper" else None,
     )
     play = replace(config, rollout=replace(config.rollout, rollouts_per_task=1))
     engine = ExpertEngine(tokenizer, expert, end_of_turn_ids(tokenizer)[0])

@@ -49,6 +49,26 @@ def test_careless_expert_stores_nothing_and_answers_from_the_lookalike(qwen_toke
         assert trajectory.answer == visible_answer(task, "\n".join(task.distractors))
 
 
+@pytest.mark.parametrize("habits", [ExpertHabits(1.0, 1.0, 1.0), ExpertHabits(0.5, 0.5, 0.5, seed=2)])
+def test_under_the_papers_stage_tools_the_expert_never_makes_a_refused_call(qwen_tokenizer, tasks, habits):
+    # Stage 2 offers no Add_memory under the paper's sets: the distractor habit has no tool, so a demonstration
+    # never teaches a call the env refuses; Stage 1 still stores and Stage 3 still retrieves as under `all`
+    staged = play_expert(qwen_tokenizer, tasks, habits, stage_tools="paper")
+    everywhere = play_expert(qwen_tokenizer, tasks, habits)
+    for paper, everything, task in zip(staged, everywhere, tasks):
+        assert all(not s.violations for s in paper.steps)
+        assert not any(e["content"] in task.distractors for e in paper.final_memory)
+        facts = [e["content"] for e in everything.final_memory if e["content"] not in task.distractors]
+        assert [e["content"] for e in paper.final_memory] == facts
+        retrieved = [
+            any(c["name"] == "Retrieve_memory" for s in t.steps for c in s.tool_calls) for t in (paper, everything)
+        ]
+        assert retrieved[0] == retrieved[1]
+    if habits.store_distractor == 1.0:  # the habit really fired where the tool was offered
+        stored = [{e["content"] for e in t.final_memory} for t in everywhere]
+        assert all(set(task.distractors) <= held for held, task in zip(stored, tasks))
+
+
 def test_habit_rates_match_their_probabilities_and_decisions_are_reproducible(qwen_tokenizer):
     tasks = generate_synthetic_tasks(200, seed=8, attributes_per_entity=2, distractors_per_task=2)
     habits = ExpertHabits(store_fact=0.5, store_distractor=0.25, retrieve=0.6, seed=1)

@@ -35,16 +35,13 @@ from unittest import mock
 
 from agemem.core.configlib import load_config
 from agemem.core.ltm import LongTermMemory
-from agemem.core.summarizers import SUMMARY_INSTRUCTIONS
 from agemem.entrypoints.roots import AgeMemConfig
-from agemem.recipes.learn.expert import parse_chatml
 from agemem.rewards.composite import score_trajectories
 from agemem.rewards.judges import RuleJudge
 from agemem.rollouts.build import build_driver, build_resources, distractors_for
-from agemem.rollouts.engines.base import Completion, SamplingParams
 from agemem.rollouts.messages import stage1_messages
 from tests.conftest import WordSetEncoder
-from tests.rollouts.scripted import IM_END, NOOP_CRITERIA, answer, call, tool_payloads
+from tests.rollouts.scripted import NOOP_CRITERIA, ScriptedEngine, answer, call, tool_payloads
 
 JUNK = "zebra xylophone quasar nebula"
 """an entry no fact or question shares a word with."""
@@ -244,35 +241,6 @@ class HabitAgent:
         return transcript if "summary_verbatim" in moves else GIST
 
 
-@dataclass
-class HabitEngine:
-    """Answers action prompts with the agent's move and summary prompts with its summary text."""
-
-    tokenizer: Any
-    agent: HabitAgent
-    name: str = "habits"
-
-    def generate(
-        self,
-        prompts: Sequence[Sequence[int]],
-        sampling: SamplingParams,
-        *,
-        messages: Sequence[list[dict[str, Any]]] | None = None,
-    ) -> list[Completion]:
-        out = []
-        for ids in prompts:
-            conversation = parse_chatml(self.tokenizer.decode(list(ids)))
-            if conversation[0]["content"] == SUMMARY_INSTRUCTIONS:
-                request = conversation[-1]["content"]
-                found = re.search(r"Transcript:\n(.*)\n\nSummary:", request, re.S)
-                text = self.agent.summary_text(found.group(1) if found else request)
-            else:
-                text = self.agent(conversation)
-            token_ids = self.tokenizer(text, add_special_tokens=False)["input_ids"] + [IM_END]
-            out.append(Completion(token_ids, [-0.25] * len(token_ids), "stop"))
-        return out
-
-
 OVERRIDES = [
     "distractors.generator=task",
     "distractors.cache_dir=",
@@ -314,9 +282,8 @@ def play(tasks, tokenizer, agent: str, habit: Habit | None = None, overrides: Se
     policy = HabitAgent(tasks, stage1_texts, habit=habit, **AGENTS[agent])
     encoder = WordSetEncoder()
     resources = build_resources(config.env, tokenizer, encoder=encoder)
-    driver = build_driver(
-        rollout, config.sampling, HabitEngine(tokenizer, policy), tokenizer, resources, progress=False
-    )
+    engine = ScriptedEngine(tokenizer, policy, name="habits", summarise=policy.summary_text)
+    driver = build_driver(rollout, config.sampling, engine, tokenizer, resources, progress=False)
     with mock.patch.object(LongTermMemory, "_new_id", _decimal_id):
         return driver.run(tasks, distractors_for(config.distractors, tasks, encoder)).trajectories
 

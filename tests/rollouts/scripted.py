@@ -27,6 +27,8 @@ class ScriptedEngine:
     calls: list[list[str]] = field(default_factory=list)
     """per engine call, the kind of each request: 'summary' or 'action'."""
     fail_on: Callable[[list[dict[str, str]]], bool] | None = None
+    summarise: Callable[[str], str] = lambda transcript: "The gist of it."
+    """the summary written for a Summary_context request, given the transcript it asked to summarise."""
 
     def generate(
         self,
@@ -43,11 +45,16 @@ class ScriptedEngine:
             if self.fail_on is not None and self.fail_on(conversation):
                 out.append(Completion([], None, "error", error="scripted failure"))
                 continue
-            text = "The gist of it." if is_summary else self.policy(conversation)
+            text = self.summarise(_transcript(conversation[-1]["content"])) if is_summary else self.policy(conversation)
             token_ids = self.tokenizer(text, add_special_tokens=False)["input_ids"] + [IM_END]
             out.append(Completion(token_ids, [-0.25] * len(token_ids), "stop"))
         self.calls.append(kinds)
         return out
+
+
+def _transcript(request: str) -> str:
+    found = re.search(r"Transcript:\n(.*)\n\nSummary:", request, re.S)
+    return found.group(1) if found else request
 
 
 def call(name: str, **arguments: Any) -> str:
@@ -152,10 +159,12 @@ class MemoryAgent:
         return call("Add_memory", content=message)
 
 
-def play_expert(tokenizer, tasks, habits):
+def play_expert(tokenizer, tasks, habits, stage_tools="all"):
     """The synthetic expert plays each task once through the real driver and env (word-set encoder),
-    with all of a task's people in one Stage-1 message, as `agemem learn` plays them."""
+    with all of a task's people in one Stage-1 message, as `agemem learn` plays them; ``stage_tools``
+    is ``rollout.stage_tools``, told to the expert as the recipe tells it."""
     from agemem.core.chat import end_of_turn_ids
+    from agemem.core.tools import PAPER_STAGE_TOOLS
     from agemem.entrypoints.roots import AgeMemConfig
     from agemem.recipes.learn.expert import ExpertEngine, SyntheticExpert
     from agemem.rollouts.build import build_driver, build_resources
@@ -167,7 +176,9 @@ def play_expert(tokenizer, tasks, habits):
     config.rollout.rollouts_per_task = 1
     config.rollout.paragraphs_per_turn = 3
     config.rollout.introspective_top_k = 0
-    engine = ExpertEngine(tokenizer, SyntheticExpert(tasks, habits), end_of_turn_ids(tokenizer)[0])
+    config.rollout.stage_tools = stage_tools
+    offered = PAPER_STAGE_TOOLS if stage_tools == "paper" else None
+    engine = ExpertEngine(tokenizer, SyntheticExpert(tasks, habits, offered), end_of_turn_ids(tokenizer)[0])
     driver = build_driver(
         config.rollout,
         config.sampling,
