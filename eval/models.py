@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from agemem.core.config import PolicyConfig
 from agemem.core.configlib import ConfigError, validate_tree
+from agemem.core.resources import looks_like_path
 from agemem.core.runs import latest_checkpoint
 from agemem.eval.config import EvalRunConfig
 from agemem.eval.report import slug, unique_labels
@@ -109,10 +110,11 @@ def resolve_model(spec: str, config: EvalRunConfig) -> ResolvedModel:
     path = Path(spec).expanduser()
     if path.is_dir():
         return _resolve_directory(spec, path, config)
-    if spec.startswith(("/", ".", "~")) or spec.count("/") > 1 or "\\" in spec:
+    if looks_like_path(spec):
         raise ConfigError(
-            f"--model {spec!r}: no such directory; give a training run or checkpoint directory, a LoRA adapter "
-            f"or Hugging Face model directory, a hub id, openai:<model>@<base_url>, or {TINY_POLICY!r}"
+            f"--model {spec!r}: no such folder ({path.resolve()} does not exist); give a training run or checkpoint "
+            f"directory, a LoRA adapter or Hugging Face model directory, a hub id, openai:<model>@<base_url>, "
+            f"or {TINY_POLICY!r}"
         )
     config.policy.model = spec
     return ResolvedModel(spec, "hf", spec, config)

@@ -96,9 +96,13 @@ def write_text(path: str | os.PathLike[str], text: str) -> None:
         handle.write(text)
 
 
-def check_identity(path: Path, identity: dict[str, Any]) -> None:
-    """Refuse to resume into a directory that holds another evaluation; record the identity otherwise."""
-    if path.exists():
+def check_identity(path: Path, identity: dict[str, Any], *, work: Path) -> None:
+    """Refuse to resume into a directory that holds another evaluation; record the identity otherwise.
+
+    ``work`` is the file its played items are logged to: an identity without work behind it (an evaluation
+    that failed before its first item, e.g. on a model that would not load) binds nothing and is replaced,
+    so the corrected rerun into the same ``--out`` is not refused."""
+    if path.exists() and work.exists() and work.stat().st_size > 0:
         stored = json.loads(path.read_text())
         changed = [key for key in identity if stored.get(key) != identity[key]]
         if changed:

@@ -218,7 +218,7 @@ def run_benchmark(
         "variant": variant,
         **benchmark.identity(config),
     }
-    check_identity(out / "run.json", identity)
+    check_identity(out / "run.json", identity, work=out / "examples.jsonl")
     log = ExampleLog(out / "examples.jsonl")
     started = time.perf_counter()
     session, played = None, 0

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from agemem.core.chat import load_tokenizer
 from agemem.core.config import BUNDLED_TOKENIZER, PolicyConfig
 from agemem.core.configlib import ConfigError
-from agemem.core.resources import resolve
+from agemem.core.resources import require_local_folder, resolve
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -57,6 +57,7 @@ def load_policy(config: PolicyConfig) -> tuple[PreTrainedModel, PreTrainedTokeni
     import torch
     from transformers import AutoModelForCausalLM
 
+    require_local_folder(config.model, "policy.model")
     tokenizer = load_tokenizer(config.tokenizer or (BUNDLED_TOKENIZER if config.model == TINY_POLICY else config.model))
     device = resolve_device(config.device)
     if config.model == TINY_POLICY:

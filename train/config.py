@@ -151,9 +151,10 @@ class CheckpointConfig:
     checksums: bool = True
     """record every file's sha256 in the checkpoint's manifest and check it on resume (sizes and readable
     headers are always checked); hashing reads the checkpoint once more (docs/cluster.md has the cost)."""
-    on_signals: list[str] = field(default_factory=lambda: ["SIGTERM", "SIGUSR1"])
+    on_signals: list[str] = field(default_factory=lambda: ["SIGTERM", "SIGUSR1", "SIGINT"])
     """signals that make training stop at the next safe point, checkpoint its last complete step and exit
-    with code 75 (preemption, or SLURM's warning before the time limit); [] leaves the default action."""
+    with code 75 (preemption, or SLURM's warning before the time limit; SIGINT, Ctrl-C: exit 130, and a
+    second Ctrl-C stops at once); [] leaves the default actions."""
 
     def validate(self) -> None:
         if self.every < 0 or self.keep_last < 1:
@@ -180,5 +181,5 @@ class TrainRunConfig(TaskRunConfig):
 
     def validate(self) -> None:
         super().validate()
-        if self.max_steps < 0:
-            raise ConfigError(f"max_steps={self.max_steps} must be >= 0")
+        if self.max_steps < 1:
+            raise ConfigError(f"max_steps={self.max_steps} must be >= 1 (the optimizer steps to train)")

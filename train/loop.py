@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import random
 import sys
 import time
@@ -339,16 +340,27 @@ def train(
     """
     from agemem.train.update import policy_update
 
+    resume = resume or resume_from is not None
+    _check_run_folder(Path(config.output_dir), resume)  # before the setup: a mistake costs no model load
     run = TrainRun(config, accelerator=accelerator)
     output_dir = run.runtime.output_dir
     state = TrainerState(step=0, tasks_seen=0, world_size=run.runtime.world_size)
-    resume = resume or resume_from is not None
     if resume:
         state = load_checkpoint(run.accelerator, _checkpoint_to_resume(run, output_dir, resume_from))
-    elif run.is_main and list_checkpoints(output_dir):
-        raise FileExistsError(
-            f"{output_dir} already holds checkpoints; pass --resume to continue that run or choose another output_dir"
-        )
+        if state.step > config.max_steps:
+            raise ConfigError(
+                f"--resume: the run in {output_dir} is at step {state.step}, past max_steps={config.max_steps}; "
+                f"give max_steps above {state.step} to train further (its config.json is left as it was)"
+            )
+        if run.is_main:
+            left = config.max_steps - state.step
+            print(
+                f"agemem train --resume: loaded step {state.step} of {config.max_steps}"
+                + (f"; {left} step{'s' * (left != 1)} to go" if left else ": the run is complete, nothing to train"),
+                file=sys.stderr,
+            )
+        if state.step == config.max_steps:
+            return []  # a requeued job of a finished run: a printed no-op, and its files stay as they are
     logger = None
     if run.is_main:
         output_dir.mkdir(parents=True, exist_ok=True)
@@ -436,6 +448,26 @@ def train(
     return history
 
 
+def _check_run_folder(output_dir: Path, resume: bool) -> None:
+    """A new run never lands on another silently: a folder with checkpoints is refused (``--resume`` continues
+    it), and one with an earlier run's files but no checkpoint is replaced with a printed line."""
+    if resume:
+        return
+    checkpoints = list_checkpoints(output_dir)
+    if checkpoints:
+        raise ConfigError(
+            f"output_dir {output_dir} already holds a run with checkpoints (newest {checkpoints[0].name}); "
+            "add --resume to continue it, or choose another output_dir"
+        )
+    earlier = [name for name in ("config.json", "metrics.jsonl", "trajectories.jsonl") if (output_dir / name).exists()]
+    if earlier and os.environ.get("RANK", "0") == "0":
+        print(
+            f"agemem train: {output_dir} holds an earlier run without a checkpoint ({', '.join(earlier)}); "
+            "starting afresh over it",
+            file=sys.stderr,
+        )
+
+
 def _save(run: TrainRun, state: TrainerState) -> Path:
     checkpoint = run.config.checkpoint
     return save_checkpoint(
@@ -454,7 +486,7 @@ def _preempted(
     name = watch.received.name if watch.received is not None else "a signal on another rank"
     elapsed = time.monotonic() - watch.received_at if watch.received is not None else 0.0
     preemption = Preemption(name, state.step, str(path), abandoned, round(elapsed, 3))
-    if run.is_main:
+    if run.is_main and name != "SIGINT":  # Ctrl-C is a person's stop, not a preemption to requeue
         write_marker(run.runtime.output_dir, preemption)
     return TrainingPreemptedError(preemption)
 
@@ -485,8 +517,8 @@ def _checkpoint_to_resume(run: TrainRun, output_dir: Path, resume_from: str | No
                 )
             else:
                 choice = str(scan.chosen)
-                if scan.skipped:
-                    print(f"agemem train --resume: resuming from {scan.chosen.name}", file=sys.stderr)
+        if choice is not None:
+            print(f"agemem train --resume: resuming from {Path(choice).name} ({choice})", file=sys.stderr)
     if run.runtime.world_size > 1:
         from accelerate.utils import broadcast_object_list
 

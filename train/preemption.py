@@ -13,11 +13,18 @@ drained the engine's collectives first) and after the update. When any rank asks
 Then ``preempted.json`` is written into the run directory (launch scripts requeue when they find it: the
 exit code does not survive ``torchrun``, which exits 1 after forwarding a signal) and the command exits
 with :data:`PREEMPTED_EXIT_CODE`. A requeued run continues with ``--resume`` from that checkpoint.
+
+SIGINT (Ctrl-C, in the default ``checkpoint.on_signals``) stops the same way but is a person's request, not
+a preemption: no ``preempted.json`` (nothing should requeue it) and exit code 130, the shell's for Ctrl-C. A
+second Ctrl-C stops at once, without a checkpoint (the last one stays): ``KeyboardInterrupt`` from the handler.
+A second SIGINT within :data:`SAME_PRESS_S` of the first is the same press: under ``torchrun`` a worker gets
+the terminal's SIGINT and the launcher's forwarded copy.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 import threading
@@ -33,6 +40,10 @@ if TYPE_CHECKING:
 
 PREEMPTED_EXIT_CODE = 75
 """EX_TEMPFAIL of sysexits.h: a temporary failure, run again (the checkpoint is written)."""
+INTERRUPTED_EXIT_CODE = 130
+"""128 + SIGINT: what a shell reports for a command stopped by Ctrl-C."""
+SAME_PRESS_S = 1.0
+"""a second SIGINT sooner than this after the first is the same Ctrl-C (the launcher's forwarded copy)."""
 MARKER_NAME = "preempted.json"
 
 
@@ -67,14 +78,33 @@ class Preemption:
 
 
 class TrainingPreemptedError(Exception):
-    """Training stopped on a signal after checkpointing; the CLI exits with PREEMPTED_EXIT_CODE."""
+    """Training stopped on a signal after checkpointing; the CLI exits with PREEMPTED_EXIT_CODE, or with
+    INTERRUPTED_EXIT_CODE when the signal was a Ctrl-C (``interrupted``)."""
 
     def __init__(self, preemption: Preemption):
         self.preemption = preemption
         super().__init__(
             f"stopped by {preemption.signal}: checkpoint of step {preemption.step} at {preemption.checkpoint} "
-            f"({preemption.seconds_to_exit:.1f} s after the signal); continue with --resume"
+            f"({preemption.seconds_to_exit:.1f} s after the signal)"
         )
+
+    @property
+    def interrupted(self) -> bool:
+        return self.preemption.signal == "SIGINT"
+
+    @property
+    def exit_code(self) -> int:
+        return INTERRUPTED_EXIT_CODE if self.interrupted else PREEMPTED_EXIT_CODE
+
+
+class TrainingStoppedAtOnceError(Exception):
+    """Training stopped where it was (a second Ctrl-C, or one outside the watched loop): no checkpoint was
+    written for it; ``checkpoint`` is the last one the run has (None: none yet)."""
+
+    def __init__(self, checkpoint: Path | None):
+        self.checkpoint = checkpoint
+        where = f"the last checkpoint is {checkpoint}" if checkpoint is not None else "no checkpoint was written"
+        super().__init__(f"stopped at once by Ctrl-C; {where}")
 
 
 class PreemptionWatch:
@@ -100,9 +130,19 @@ class PreemptionWatch:
         self._previous.clear()
 
     def _record(self, signum: int, frame: object) -> None:
+        now = time.monotonic()
+        if signum == signal.SIGINT and self.received is not None and now - self.received_at >= SAME_PRESS_S:
+            raise KeyboardInterrupt  # Ctrl-C again: stop now; the CLI names the last checkpoint
         if self.received is None:  # the first signal counts; a second (SLURM repeats) changes nothing
             self.received = signal.Signals(signum)
-            self.received_at = time.monotonic()
+            self.received_at = now
+            if signum == signal.SIGINT and os.environ.get("RANK", "0") == "0":
+                print(
+                    "agemem train: Ctrl-C: stopping after the current rollout or update, with a checkpoint of the "
+                    "last complete step; Ctrl-C again stops at once (the last checkpoint stays)",
+                    file=sys.stderr,
+                    flush=True,
+                )
 
     def requested(self) -> bool:
         return self.received is not None

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from agemem.core.config import BUNDLED_TOKENIZER
 from agemem.core.configlib import ConfigError
-from agemem.core.resources import resolve
+from agemem.core.resources import require_local_folder, resolve
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -22,6 +22,7 @@ def load_tokenizer(name: str = BUNDLED_TOKENIZER) -> PreTrainedTokenizerBase:
     """Load a tokenizer with a chat template: ``bundled:qwen2.5-instruct``, a local dir or a hub id."""
     from transformers import AutoTokenizer
 
+    require_local_folder(name, "tokenizer")
     path = resolve(name)
     try:
         tokenizer = AutoTokenizer.from_pretrained(path)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -52,13 +53,17 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
     from agemem.core.runs import latest_checkpoint
     from agemem.train.loop import train
+    from agemem.train.preemption import TrainingStoppedAtOnceError
     from agemem.train.summary import summary_table, weight_change
 
     if args.resume or args.resume_from:  # --resume alone continues with the run's own config
         config = load_resume_config(args.config, args.overrides)
     else:
         config = load_command_config("train", args.config, args.overrides)
-    history = train(config, resume=args.resume, resume_from=args.resume_from)
+    try:
+        history = train(config, resume=args.resume, resume_from=args.resume_from)
+    except KeyboardInterrupt:  # a second Ctrl-C: stopped where it was; the last checkpoint is what is left
+        raise TrainingStoppedAtOnceError(latest_checkpoint(Path(config.output_dir))) from None
     checkpoint = latest_checkpoint(Path(config.output_dir))
     if history and checkpoint is not None and _is_main_process():
         Console().print(summary_table(history, weight_change(config, checkpoint)))
@@ -307,9 +312,13 @@ def _cmd_config(args: argparse.Namespace) -> int:
 
 def _cmd_tools(args: argparse.Namespace) -> int:
     from agemem.core.prompts import system_prompt
-    from agemem.core.tools import schemas_json
+    from agemem.core.tools import PAPER_STAGE_TOOLS, TOOL_NAMES, schemas_json
 
-    sys.stdout.write((system_prompt(args.format) if args.system_prompt else schemas_json()) + "\n")
+    # --stage N: what Stage N offers under rollout.stage_tools=paper, as the env renders it then
+    tools = PAPER_STAGE_TOOLS[args.stage] if args.stage else TOOL_NAMES
+    staged = args.stage is not None
+    text = system_prompt(args.format, tools=tools, staged=staged) if args.system_prompt else schemas_json(tools)
+    sys.stdout.write(text + "\n")
     return 0
 
 
@@ -472,6 +481,12 @@ def build_parser() -> argparse.ArgumentParser:
     tools = commands.add_parser("tools", help="print the six tool schemas (JSON lines) or the system prompt")
     tools.add_argument("--system-prompt", action="store_true", help="print the full system prompt instead")
     tools.add_argument("--format", choices=["agemem", "native"], default="agemem", help="tool format of the prompt")
+    tools.add_argument(
+        "--stage",
+        type=int,
+        choices=[1, 2, 3],
+        help="only the tools this stage offers under rollout.stage_tools=paper (and the prompt the env shows then)",
+    )
     handlers["tools"] = _cmd_tools
 
     parser.set_defaults(handlers=handlers)
@@ -492,7 +507,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from agemem.core.runs import CheckpointError
     from agemem.rollouts.engines.base import EngineError
-    from agemem.train.preemption import PREEMPTED_EXIT_CODE, TrainingPreemptedError
+    from agemem.train.preemption import INTERRUPTED_EXIT_CODE, TrainingPreemptedError, TrainingStoppedAtOnceError
 
     try:
         return args.handlers[args.command](args)
@@ -503,7 +518,30 @@ def main(argv: list[str] | None = None) -> int:
     except EngineError as err:  # an endpoint that is down or answers garbage: its message says which and why
         parser.exit(1, f"agemem {args.command}: generation engine error: {err}\n")
     except TrainingPreemptedError as err:
-        parser.exit(PREEMPTED_EXIT_CODE, f"agemem {args.command}: {err}\n")
+        parser.exit(err.exit_code, f"agemem {args.command}: {err}; continue with: {resume_command(argv)}\n")
+    except TrainingStoppedAtOnceError as err:
+        follow = f"continue with: {resume_command(argv)}" if err.checkpoint else "the same command starts afresh"
+        parser.exit(INTERRUPTED_EXIT_CODE, f"agemem {args.command}: {err}; {follow}\n")
+    except KeyboardInterrupt:  # no traceback for a Ctrl-C: what a command finished is on disk, as it documents
+        parser.exit(INTERRUPTED_EXIT_CODE, f"\nagemem {args.command}: interrupted (Ctrl-C)\n")
+
+
+def resume_command(argv: list[str] | None) -> str:
+    """The command line that continues this training run: the same arguments with ``--resume`` (a
+    ``--resume-from`` dropped: the newest checkpoint that verifies is the one to continue from)."""
+    words = list(sys.argv[1:] if argv is None else argv)
+    kept: list[str] = []
+    skip = False
+    for word in words:
+        if skip:
+            skip = False
+        elif word == "--resume-from":
+            skip = True
+        elif not word.startswith("--resume-from="):
+            kept.append(word)
+    if "--resume" not in kept:
+        kept.append("--resume")
+    return "agemem " + shlex.join(kept)
 
 
 if __name__ == "__main__":

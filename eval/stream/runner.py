@@ -438,7 +438,7 @@ def run_stream(
     """Play (or continue) one stream run into ``out`` (see the module docstring)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    check_identity(out / "run.json", run_identity(config, task, model))
+    check_identity(out / "run.json", run_identity(config, task, model), work=out / STEPS_FILE)
     initial_items, items = stream_items(config, task, encoder)
     replay = None
     if config.stream.replay_of:

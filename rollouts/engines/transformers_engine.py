@@ -24,6 +24,7 @@ repetition_penalty=1.05): only what the run configured shapes sampling (defect 1
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -102,6 +103,7 @@ class TransformersEngine:
         self._call_counter = CallCounter()
         # a sliding-window layer keeps only its window, so a stored row would not be the prefix it claims
         self.prefix_cache = PrefixCache(prefix_cache_tokens if _full_attention_cache(model) else 0)
+        self._cache_keyword = cache_keyword(model)
 
     def sync_weights(self) -> None:
         """The policy module is shared, so the engine already generates with the new weights; the cached
@@ -185,7 +187,7 @@ class TransformersEngine:
                         input_ids=step_ids_BS,
                         attention_mask=mask_BL,
                         position_ids=step_positions_BS,
-                        past_key_values=cache,
+                        **{self._cache_keyword: cache},
                         use_cache=True,
                         # the prompt pass needs only its last position: [B, P, V] logits over Qwen's 151k
                         # vocabulary would be 40 GB for 32 prompts x 2,048 tokens
@@ -278,6 +280,15 @@ class TransformersEngine:
                 ),
                 replaces=prefixes[index][0],
             )
+
+
+def cache_keyword(model: PreTrainedModel) -> str:
+    """The keyword the model's forward takes its KV cache by: ``cache`` from transformers 5.24 on (where
+    ``past_key_values`` still works but warns on every forward pass until its removal in 5.40), else
+    ``past_key_values`` (5.17 to 5.23, the floor). A PEFT wrapper's forward is ``(*args, **kwargs)``: the
+    wrapped model's is read."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
 
 
 def _full_attention_cache(model: PreTrainedModel) -> bool:

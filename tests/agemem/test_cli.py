@@ -35,6 +35,19 @@ def test_tools_prints_schemas(capsys):
     assert len(capsys.readouterr().out.strip().splitlines()) == 6
 
 
+@pytest.mark.parametrize("stage", [1, 2, 3])
+def test_tools_stage_prints_what_the_env_offers_in_that_stage_under_paper(stage, make_env, capsys):
+    from agemem.core.tools import PAPER_STAGE_TOOLS
+
+    env = make_env()
+    env.offer(PAPER_STAGE_TOOLS[stage], where=f"in Stage {stage}")  # what Episode does at the stage's start
+    assert main(["tools", "--stage", str(stage), "--system-prompt"]) == 0
+    assert capsys.readouterr().out == env.context.messages[0].content + "\n"
+    assert main(["tools", "--stage", str(stage)]) == 0
+    names = [json.loads(line)["function"]["name"] for line in capsys.readouterr().out.splitlines()]
+    assert sorted(names) == sorted(PAPER_STAGE_TOOLS[stage])
+
+
 def test_demo_runs_a_full_episode_on_real_hotpotqa(tmp_path, capsys):
     record_path = tmp_path / "demo.json"
     assert main(["demo", "--out", str(record_path)]) == 0

@@ -8,6 +8,7 @@ import json
 import pytest
 import torch
 
+from agemem.core.chat import load_tokenizer
 from agemem.core.config import PolicyConfig
 from agemem.core.configlib import ConfigError, load_config
 from agemem.entrypoints.roots import AgeMemConfig
@@ -50,8 +51,37 @@ def test_endpoint_and_hub_forms():
     assert default_model(served) == "openai:m@http://localhost:8000/v1"
     with pytest.raises(ConfigError, match=r"engine\.backend=openai"):
         resolve_model("tiny-random-qwen2", served)
-    with pytest.raises(ConfigError, match="no such directory"):
+    with pytest.raises(ConfigError, match="no such folder"):
         resolve_model("./runs/missing", config)
+
+
+@pytest.mark.parametrize(
+    "spec", ["runs/nope", "./runs/grpo", "runs/grpo/checkpoints", "~/no-such-agemem-run", "/no/such/run", "..\\x"]
+)
+def test_a_missing_local_path_is_no_such_folder_before_any_hub_attempt(spec, tmp_path, monkeypatch):
+    # `runs/` exists (what `agemem train` made), `runs/nope` does not: a hub id has the same shape, so the
+    # local first component is what tells them apart; loading must not be tried (it would retry the hub)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs").mkdir()
+    monkeypatch.setattr("transformers.AutoTokenizer.from_pretrained", _no_network)
+    monkeypatch.setattr("transformers.AutoModelForCausalLM.from_pretrained", _no_network)
+    with pytest.raises(ConfigError, match=r"--model .*: no such folder \(.* does not exist\)"):
+        resolve_model(spec, AgeMemConfig())
+    with pytest.raises(ConfigError, match=r"policy\.model=.*: no such folder"):
+        load_policy(PolicyConfig(model=spec, device="cpu"))
+    with pytest.raises(ConfigError, match=r"tokenizer=.*: no such folder"):
+        load_tokenizer(spec)
+
+
+@pytest.mark.parametrize("spec", ["Qwen/Qwen2.5-7B-Instruct", "gpt2", "my-org/agemem-1.5b"])
+def test_hub_ids_stay_hub_ids_when_no_local_folder_matches(spec, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    resolved = resolve_model(spec, AgeMemConfig())
+    assert (resolved.kind, resolved.config.policy.model) == ("hf", spec)
+
+
+def _no_network(*args, **kwargs):
+    raise AssertionError("a missing local folder must be refused before any hub lookup")
 
 
 def test_endpoint_tokenizer_needs_the_served_models_tokenizer_for_token_ids():

@@ -163,6 +163,25 @@ def test_resuming_into_another_runs_folder_is_refused(tmp_path):
         evaluate(Toy(count=12), _config(), tmp_path, backends=_backends())
 
 
+def test_an_evaluation_that_failed_before_its_first_item_does_not_block_the_corrected_rerun(tmp_path, monkeypatch):
+    def unloadable(resolved):
+        raise ConfigError(f"policy.model={resolved.spec!r} could not be loaded")
+
+    monkeypatch.setattr("agemem.eval.models.load_backend", unloadable)
+    with pytest.raises(ConfigError, match="could not be loaded"):
+        evaluate(Toy(count=12), _config(), tmp_path)  # the identity is recorded, then the model fails to load
+    assert (tmp_path / "run.json").exists() and not _records_or_none(tmp_path / "examples.jsonl")
+    (results,) = evaluate(Toy(count=10), _config(), tmp_path, backends=_backends())  # another identity: not refused
+    assert results["played"] == 10
+    assert json.loads((tmp_path / "run.json").read_text())["count"] == 10
+    with pytest.raises(ConfigError, match=r"holds another evaluation .count: 10 there, 12 now"):
+        evaluate(Toy(count=12), _config(), tmp_path, backends=_backends())  # with work behind it, it binds
+
+
+def _records_or_none(path: Path) -> list[dict[str, Any]] | None:
+    return _records(path) if path.exists() else None
+
+
 def test_nothing_to_play_is_a_clear_error(tmp_path):
     with pytest.raises(ConfigError, match="toy: the configured data gave nothing to play"):
         evaluate(Toy(count=0), _config(), tmp_path, backends=_backends())

@@ -9,7 +9,10 @@ how many calls an engine has served).
 from __future__ import annotations
 
 import copy
+import functools
+import inspect
 import os
+import warnings
 
 import pytest
 import torch
@@ -18,7 +21,7 @@ from agemem.core.chat import encode_chat, end_of_turn_ids, load_tokenizer
 from agemem.core.config import PolicyConfig
 from agemem.core.configlib import ConfigError
 from agemem.rollouts.engines.base import Completion, Engine, SamplingParams, derive_seed
-from agemem.rollouts.engines.transformers_engine import TransformersEngine, truncate_logits
+from agemem.rollouts.engines.transformers_engine import TransformersEngine, cache_keyword, truncate_logits
 from agemem.rollouts.policy import TINY_POLICY, load_policy
 
 QWEN3_TOKENIZER = "/work/shared/tokenizers/qwen3"
@@ -153,6 +156,7 @@ def test_every_forward_pass_returns_logits_for_one_position_only(policy, prompts
     shapes = []
     forward = model.forward
 
+    @functools.wraps(forward)  # the engine reads the forward's signature for its cache keyword
     def spy(*args, **kwargs):
         output = forward(*args, **kwargs)
         shapes.append(tuple(output.logits.shape))
@@ -163,6 +167,17 @@ def test_every_forward_pass_returns_logits_for_one_position_only(policy, prompts
     assert len(shapes) == 3  # the prompt pass, then one pass per further token
     assert shapes[0][:2] == (len(prompts), 1)  # the whole left-padded batch, one position
     assert all(shape[1] == 1 for shape in shapes)
+
+
+def test_generation_passes_the_cache_by_the_keyword_the_installed_transformers_takes(policy, prompts):
+    """No deprecation warning on every forward pass: ``cache=`` where the forward takes it (5.24+),
+    ``past_key_values=`` on the floor (5.17), which has no ``cache``."""
+    model, _ = policy
+    keyword = cache_keyword(model)
+    assert keyword in inspect.signature(model.forward).parameters
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        make_engine(policy).generate(prompts, SamplingParams(temperature=0.0, max_tokens=2))
 
 
 # --- 3. seeds -----------------------------------------------------------------------------------------------

@@ -16,8 +16,8 @@ from agemem.rollouts.driver import RolloutDriver
 Patch = Callable[[Any, str, Any], None]
 
 
-def signal_during_rollout(patch: Patch, step: int, sig: signal.Signals = signal.SIGTERM) -> None:
-    """Send ``sig`` to this process after the first engine call of ``step``'s rollout."""
+def signal_during_rollout(patch: Patch, step: int, sig: signal.Signals = signal.SIGTERM, times: int = 1) -> None:
+    """Send ``sig`` to this process ``times`` times after the first engine call of ``step``'s rollout."""
     real_run = RolloutDriver.run
     calls = []
 
@@ -28,7 +28,8 @@ def signal_during_rollout(patch: Patch, step: int, sig: signal.Signals = signal.
 
             def generate(*g_args, **g_kwargs):
                 out = real_generate(*g_args, **g_kwargs)
-                os.kill(os.getpid(), sig)  # handled at the next bytecode: the handler only records it
+                for _ in range(times):
+                    os.kill(os.getpid(), sig)  # handled at the next bytecode: the handler only records it
                 return out
 
             patch(self.engine, "generate", generate)

@@ -12,8 +12,9 @@ import signal
 import pytest
 import torch
 
-from agemem.entrypoints.cli import main
-from agemem.train.preemption import MARKER_NAME, PREEMPTED_EXIT_CODE
+from agemem.entrypoints.cli import main, resume_command
+from agemem.train import preemption
+from agemem.train.preemption import INTERRUPTED_EXIT_CODE, MARKER_NAME, PREEMPTED_EXIT_CODE
 from tests.train.preempt_hooks import signal_during_rollout, signal_during_update
 from tests.train.tiny_run import TINY, metrics, weights
 
@@ -62,6 +63,46 @@ def test_a_signal_mid_update_finishes_the_step_and_resumes_exactly(uninterrupted
     monkeypatch.undo()
     assert main(["train", *NO_PERIODIC, f"output_dir={tmp_path}", "--resume"]) == 0
     assert_same_run(tmp_path, uninterrupted)
+
+
+def test_ctrl_c_stops_like_a_preemption_but_exits_130_without_a_requeue_marker(
+    uninterrupted, tmp_path, monkeypatch, capsys
+):
+    # the terminal's SIGINT and the launcher's forwarded copy arrive together: one press, a clean stop
+    signal_during_rollout(monkeypatch.setattr, step=3, sig=signal.SIGINT, times=2)
+    code, err = exits_with(["train", *NO_PERIODIC, f"output_dir={tmp_path}"], capsys)
+    assert code == INTERRUPTED_EXIT_CODE and "stopped by SIGINT: checkpoint of step 2" in err
+    assert err.count("Ctrl-C: stopping after the current rollout or update") == 1
+    assert err.rstrip().endswith(f"continue with: agemem train {' '.join(NO_PERIODIC)} output_dir={tmp_path} --resume")
+    assert not (tmp_path / MARKER_NAME).exists()  # a person's stop: launch scripts must not requeue it
+    assert [p.name for p in (tmp_path / "checkpoints").iterdir()] == ["step_000002"]
+    monkeypatch.undo()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert main(["train", *NO_PERIODIC, f"output_dir={tmp_path}", "--resume"]) == 0
+    assert f"resuming from step_000002 ({tmp_path / 'checkpoints' / 'step_000002'})" in capsys.readouterr().err
+    assert_same_run(tmp_path, uninterrupted)
+
+
+def test_a_second_ctrl_c_stops_at_once_and_names_the_last_checkpoint(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(preemption, "SAME_PRESS_S", 0.0)  # the second press comes "later"
+    signal_during_rollout(monkeypatch.setattr, step=2, sig=signal.SIGINT, times=2)
+    code, err = exits_with(["train", *TINY, "max_steps=3", f"output_dir={tmp_path}"], capsys)
+    assert code == INTERRUPTED_EXIT_CODE and "Traceback" not in err
+    assert f"stopped at once by Ctrl-C; the last checkpoint is {tmp_path / 'checkpoints' / 'step_000001'}" in err
+    assert not (tmp_path / "checkpoints" / "step_000002").exists()  # nothing of step 2 was saved
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["train", "max_steps=3"], "agemem train max_steps=3 --resume"),
+        (["train", "--resume", "a=1"], "agemem train --resume a=1"),
+        (["train", "--resume-from", "step_2", "a=1"], "agemem train a=1 --resume"),
+        (["train", "--resume-from=2", "--config", "my run.yaml"], "agemem train --config 'my run.yaml' --resume"),
+    ],
+)
+def test_the_resume_command_repeats_the_arguments_with_resume(argv, expected):
+    assert resume_command(argv) == expected
 
 
 def test_signals_can_be_left_to_their_default_action(tmp_path, monkeypatch):

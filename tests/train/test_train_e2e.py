@@ -4,6 +4,7 @@ uninterrupted run's metrics and weights, the CLI writes what it promises."""
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 import torch
@@ -41,7 +42,7 @@ def test_training_writes_metrics_samples_and_checkpoints_and_changes_the_weights
     assert len(changed) > 10
 
 
-def test_a_killed_run_resumes_and_reproduces_the_uninterrupted_run(uninterrupted, tmp_path, monkeypatch):
+def test_a_killed_run_resumes_and_reproduces_the_uninterrupted_run(uninterrupted, tmp_path, monkeypatch, capsys):
     import agemem.train.update
 
     real_update = agemem.train.update.policy_update
@@ -54,8 +55,13 @@ def test_a_killed_run_resumes_and_reproduces_the_uninterrupted_run(uninterrupted
         return real_update(*args, **kwargs)
 
     monkeypatch.setattr(agemem.train.update, "policy_update", dies_in_step_3)
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(SystemExit) as exit_info:
         main(["train", *TINY, "max_steps=3", f"output_dir={tmp_path}"])
+    # no traceback: one line naming the checkpoint left and the command that continues from it
+    assert exit_info.value.code == 130
+    error = capsys.readouterr().err
+    assert f"stopped at once by Ctrl-C; the last checkpoint is {tmp_path / 'checkpoints' / 'step_000002'}" in error
+    assert error.rstrip().endswith("--resume") and "Traceback" not in error
     assert [m["step"] for m in metrics(tmp_path / "metrics.jsonl")] == [1, 2]
     monkeypatch.setattr(agemem.train.update, "policy_update", real_update)
 
@@ -66,9 +72,42 @@ def test_a_killed_run_resumes_and_reproduces_the_uninterrupted_run(uninterrupted
         torch.testing.assert_close(resumed[key], full[key], rtol=0, atol=0)
 
 
-def test_a_second_run_into_the_same_directory_must_say_resume(uninterrupted, capsys):
-    with pytest.raises(FileExistsError, match="--resume"):
+def test_a_second_run_into_the_same_directory_must_say_resume(uninterrupted, capsys, monkeypatch):
+    import agemem.train.loop
+
+    monkeypatch.setattr(agemem.train.loop, "TrainRun", None)  # refused before any setup (a model load, a corpus)
+    with pytest.raises(SystemExit) as exit_info:
         main(["train", *TINY, "max_steps=3", f"output_dir={uninterrupted}"])
+    error = capsys.readouterr().err
+    assert exit_info.value.code == 2
+    assert "already holds a run with checkpoints (newest step_000003); add --resume to continue it" in error
+
+
+def test_resuming_a_finished_run_trains_nothing_and_past_it_is_an_error(uninterrupted, tmp_path, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(uninterrupted, run)
+    before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
+    assert main(["train", *TINY, "max_steps=3", f"output_dir={run}", "--resume"]) == 0
+    assert "loaded step 3 of 3: the run is complete, nothing to train" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", *TINY, "max_steps=2", f"output_dir={run}", "--resume"])
+    assert exit_info.value.code == 2
+    assert "is at step 3, past max_steps=2; give max_steps above 3" in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == before  # config.json not rewritten
+
+
+def test_an_earlier_run_without_checkpoints_is_replaced_with_a_printed_line(tmp_path, capsys):
+    (tmp_path / "metrics.jsonl").write_text('{"step": 1}\n')
+    assert main(["train", *TINY, "max_steps=1", "checkpoint.every=0", f"output_dir={tmp_path}"]) == 0
+    error = capsys.readouterr().err
+    assert "holds an earlier run without a checkpoint (metrics.jsonl); starting afresh over it" in error
+    assert [m["step"] for m in metrics(tmp_path / "metrics.jsonl")] == [1]
+
+
+def test_max_steps_zero_is_a_configuration_error(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", *TINY, "max_steps=0", f"output_dir={tmp_path}"])
+    assert exit_info.value.code == 2 and "max_steps=0 must be >= 1" in capsys.readouterr().err
 
 
 def test_resume_without_a_checkpoint_names_the_directory(tmp_path, capsys):
