@@ -50,6 +50,12 @@ ROUND_LIMIT_SCOPES: dict[str, Callable[[Sequence[dict]], bool]] = {
     "all": terms.round_limit_hits_all,
     "stage3": terms.round_limit_hits_stage3,
 }
+REWARD_TERMS = (
+    "total", "task", "context", "context/compression", "context/preventive", "context/preservation",
+    "memory", "memory/storage", "memory/maintenance", "memory/relevance",
+    "penalty", "penalty/round_limit", "penalty/overflow",
+)  # fmt: skip
+"""the breakdown's reward terms; its other keys are diagnostics (the counts the terms were computed from)."""
 
 
 def mean_breakdown(breakdowns: Sequence[Mapping[str, float]]) -> dict[str, float]:

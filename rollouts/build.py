@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from agemem.core.config import DistractorConfig, EngineConfig, EnvConfig, RolloutConfig, SamplingConfig
 from agemem.core.encoders import Encoder
 from agemem.core.env import EnvResources
-from agemem.rollouts.distractors import DistractorCache, build_distractor_generator, prepare_distractors
+from agemem.rollouts.distractors import build_distractor_generator, distractor_cache, prepare_distractors
 from agemem.rollouts.driver import EpisodeFactory, RolloutDriver
 from agemem.rollouts.engines.base import Engine, SamplingParams
 from agemem.rollouts.tasks import Task
@@ -123,6 +123,5 @@ def distractors_for(
     progress: bool = False,
 ) -> dict[str, list[str]]:
     """Stage-2 messages for ``tasks`` (cached on disk under distractors.cache_dir); ``pool`` defaults to ``tasks``."""
-    generator = build_distractor_generator(settings, pool if pool is not None else tasks, encoder)
-    cache = DistractorCache(settings.cache_dir) if settings.cache_dir else None
-    return prepare_distractors(tasks, generator, settings.count, cache, progress=progress)
+    generator = build_distractor_generator(settings, pool if pool is not None else tasks, encoder, progress=progress)
+    return prepare_distractors(tasks, generator, settings.count, distractor_cache(settings), progress=progress)

@@ -8,7 +8,7 @@ trajectories replace the file in one rename.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from statistics import mean
 from typing import Any, Protocol
@@ -77,16 +77,42 @@ def summarize_trajectories(trajectories: Sequence[Trajectory]) -> dict[str, Any]
     }
 
 
-def summary_table(summary: dict[str, Any], stats: RolloutStats, rewards: dict[str, float] | None = None) -> Table:
+THROUGHPUT_LABELS = {
+    "steps": "LLM calls (agent steps + policy summaries)",
+    "ticks": "engine calls",
+    "mean_batch": "LLM calls per engine call",
+}
+"""the throughput counters whose names would read like the behaviour rows' (``episodes`` is not repeated)."""
+
+
+def summary_table(
+    summary: dict[str, Any],
+    stats: RolloutStats,
+    rewards: dict[str, float] | None = None,
+    reward_terms: Collection[str] = (),
+) -> Table:
+    """Four sections, each saying what its numbers are: behaviour (per episode), the reward terms (batch means;
+    ``reward_terms`` names them), the reward's diagnostics (counts behind the terms, batch means), throughput."""
     table = Table(title="rollouts", show_header=True)
     table.add_column("metric")
     table.add_column("value", justify="right")
+    table.add_row("[bold]behaviour[/] (mean per episode; max context tokens: the largest)", "")
     for key, value in summary.items():
         table.add_row(key.replace("_", " "), str(value))
-    for key, value in (rewards or {}).items():
-        table.add_row(f"reward {key}".replace("_", " "), f"{value:.3f}")
+    rewards = rewards or {}
+    terms = {k: v for k, v in rewards.items() if k in reward_terms}
+    counts = {k: v for k, v in rewards.items() if k not in reward_terms}
+    for title, section in (("reward terms", terms), ("reward diagnostics: what the terms were computed from", counts)):
+        if section:
+            table.add_section()
+            table.add_row(f"[bold]{title}[/] (batch mean)", "")
+            for key, value in section.items():
+                table.add_row(key, f"{value:.3f}")
+    table.add_section()
+    table.add_row("[bold]throughput[/] (the whole run)", "")
     for key, value in stats.to_json().items():
-        table.add_row(key.replace("_", " "), str(value))
+        if key != "episodes":
+            table.add_row(THROUGHPUT_LABELS.get(key, key.replace("_", " ")), str(value))
     return table
 
 

@@ -44,6 +44,8 @@ over 30; primitives only: up to 220).
 
 from __future__ import annotations
 
+import contextlib
+import io
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -568,7 +570,10 @@ class BabyaiGame:
         self._won = self._over = self._started = False
 
     def reset(self) -> GameState:
-        self.env.reset(seed=self.seed)
+        # minigrid's level generator prints "Sampling rejected: ..." for every rejected draw of a level: its
+        # internal retries, not something a user can act on
+        with contextlib.redirect_stdout(io.StringIO()):
+            self.env.reset(seed=self.seed)
         self._started = True
         self._subgoals, self._reached = subgoals(self.env), set()
         self._won = self._over = False

@@ -17,6 +17,7 @@ from rich.console import Console
 
 from agemem.core.configlib import to_dict
 from agemem.core.encoders import Encoder
+from agemem.rewards.composite import REWARD_TERMS
 from agemem.rollouts.build import build_driver, build_engine, build_resources, distractors_for
 from agemem.rollouts.records import TrajectoryWriter
 from agemem.rollouts.run import TrajectoryScorer, rewrite_trajectories, summarize_trajectories, summary_table
@@ -81,6 +82,6 @@ def run_rollouts(
         rewrite_trajectories(out / "trajectories.jsonl", result.trajectories)
     record |= {"throughput": result.stats.to_json(), "config": to_dict(config)}
     (out / "summary.json").write_text(json.dumps(record, indent=2, ensure_ascii=False))
-    console.print(summary_table(summary, result.stats, rewards))
+    console.print(summary_table(summary, result.stats, rewards, REWARD_TERMS))
     console.print(f"trajectories: {out / 'trajectories.jsonl'}\nsummary: {out / 'summary.json'}")
     return record

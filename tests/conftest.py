@@ -21,6 +21,18 @@ from agemem.core.ltm import LongTermMemory
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never touch the network
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _user_cache(tmp_path_factory):
+    """What `auto` caches write (distractors.cache_dir=auto) goes to a session folder, not the user's ~/.cache."""
+    previous = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg_cache"))
+    yield
+    if previous is None:
+        os.environ.pop("XDG_CACHE_HOME", None)
+    else:
+        os.environ["XDG_CACHE_HOME"] = previous
+
+
 class WordSetEncoder:
     """One dimension per distinct lower-case word: cos(a, b) = |A ∩ B| / sqrt(|A| · |B|)."""
 

@@ -48,7 +48,7 @@ from agemem.core.runs import (
     scan_checkpoints,
 )
 from agemem.rollouts.build import build_driver, build_engine, build_resources
-from agemem.rollouts.distractors import DistractorCache, build_distractor_generator, prepare_distractors
+from agemem.rollouts.distractors import build_distractor_generator, distractor_cache, prepare_distractors
 from agemem.rollouts.driver import RolloutAbandonedError
 from agemem.rollouts.engines.base import EngineError, derive_seed
 from agemem.rollouts.records import Trajectory, TrajectoryWriter
@@ -58,7 +58,14 @@ from agemem.tasks.base import load_task_pool, no_distractors, task_for_source
 from agemem.train.advantages import compute_advantages
 from agemem.train.checkpoint import TrainerState, load_checkpoint, save_checkpoint
 from agemem.train.config import TrainRunConfig
-from agemem.train.metrics import MetricsLogger, behaviour_metrics, reward_metrics, trajectory_step, truncate_after_step
+from agemem.train.metrics import (
+    MetricsLogger,
+    behaviour_metrics,
+    reward_metrics,
+    step_line,
+    trajectory_step,
+    truncate_after_step,
+)
 from agemem.train.preemption import (
     Preemption,
     PreemptionWatch,
@@ -249,12 +256,13 @@ class TrainRun:
             raise ConfigError(f"data.source={config.data.source!r} gave no tasks")
         self.resources = build_resources(config.env, self.tokenizer)
         self.distractor_generator = (
-            build_distractor_generator(config.distractors, pool, self.resources.encoder)
+            build_distractor_generator(
+                config.distractors, pool, self.resources.encoder, progress=config.logging.progress and self.is_main
+            )
             if self.task_spec.uses_distractors
             else None
         )
-        cache_dir = config.distractors.cache_dir
-        self.distractor_cache = DistractorCache(cache_dir) if cache_dir else None
+        self.distractor_cache = distractor_cache(config.distractors)
         self.engine = build_engine(config.engine, self.lm, self.tokenizer, self.accelerator)
         if config.train.off_policy and config.engine.backend == "openai":
             check_engine_logprobs(self.engine, self.tokenizer)  # before the first rollout, with the fix named
@@ -376,6 +384,7 @@ def train(
     releaser = MemoryReleaser(config.train.release_memory_s).start()
     watch = PreemptionWatch(parse_signals(config.checkpoint.on_signals))
     saved_step = state.step if resume else -1
+    started = time.perf_counter()
     try:
         with watch:
             while state.step < config.max_steps:
@@ -409,7 +418,7 @@ def train(
                 # 5. update
                 update = policy_update(
                     run.accelerator, run.policy, run.optimizer, run.scheduler, run.reference, samples,
-                    config.grpo, config.train, run.pad_id,
+                    config.grpo, config.train, run.pad_id, progress=config.logging.progress and run.is_main,
                 )  # fmt: skip
                 releaser.release_now()  # and the update's activations before the next rollout
                 timer.lap("update")
@@ -431,6 +440,7 @@ def train(
                 history.append(metrics)
                 if logger is not None:
                     logger.log(step, metrics)
+                    _print_step(config, step, metrics, time.perf_counter() - started, len(history))
                     _write_samples(
                         output_dir / "trajectories.jsonl", step, trajectories[: config.logging.trajectory_samples]
                     )
@@ -446,6 +456,14 @@ def train(
         if logger is not None:
             logger.close()
     return history
+
+
+def _print_step(config: TrainRunConfig, step: int, metrics: dict[str, Any], elapsed_s: float, steps_run: int) -> None:
+    """The step's console line every ``logging.console_every`` steps and at the last."""
+    every = config.logging.console_every
+    if every and (step % every == 0 or step == config.max_steps):
+        line = step_line(step, config.max_steps, metrics, elapsed_s=elapsed_s, steps_run=steps_run)
+        print(line, file=sys.stderr, flush=True)
 
 
 def _check_run_folder(output_dir: Path, resume: bool) -> None:

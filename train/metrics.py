@@ -91,6 +91,27 @@ class MetricsLogger:
             self._tensorboard.close()
 
 
+def step_line(step: int, max_steps: int, metrics: dict[str, Any], *, elapsed_s: float, steps_run: int) -> str:
+    """One console line for a finished step, as TRL and verl users read them: where the run is, the reward
+    (mean ± std over the step's episodes) and task score, KL, loss, throughput, where the time went, and the
+    ETA (the mean time of the ``steps_run`` steps this process ran, times the steps left)."""
+    eta = elapsed_s / max(1, steps_run) * (max_steps - step)
+    return (
+        f"step {step}/{max_steps} | reward {metrics['reward/total']:+.3f}"
+        f" ± {metrics.get('reward/total_std', 0.0):.3f}"
+        f" | task {metrics['reward/task']:+.3f} | em {metrics.get('episode/exact_match', 0.0):.2f}"
+        f" | kl {metrics.get('train/kl', 0.0):.4f} | loss {metrics.get('train/loss', 0.0):+.4f}"
+        f" | gen {metrics.get('throughput/generated_tokens_per_s', 0.0):.0f} tok/s"
+        f" | rollout {metrics.get('time/rollout_s', 0.0):.1f}s update {metrics.get('time/update_s', 0.0):.1f}s"
+        f" | elapsed {_clock(elapsed_s)} eta {_clock(eta)}"
+    )
+
+
+def _clock(seconds: float) -> str:
+    whole = round(seconds)
+    return f"{whole // 3600}:{whole // 60 % 60:02d}:{whole % 60:02d}"
+
+
 def _wandb_id(output_dir: Path) -> str:
     """One wandb run per output directory, so a resumed run continues its curves."""
     path = output_dir / "wandb_id.txt"

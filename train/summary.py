@@ -74,17 +74,24 @@ def weight_change(config: TrainRunConfig, checkpoint: Path) -> WeightChange | No
     return WeightChange(changed, total, (diff_sq**0.5) / max(base_sq**0.5, 1e-12))
 
 
-def summary_table(history: list[dict[str, Any]], weights: WeightChange | None) -> Table:
+def summary_table(history: list[dict[str, Any]], weights: WeightChange | None, *, last_step: int) -> Table:
+    """Behaviour at the first and the last step this call ran (``last_step`` is the last; after a resume the
+    first is not step 1, which the title and the columns say), and the weights since the initial policy."""
     from rich.table import Table
 
-    table = Table(title=f"what changed over {len(history)} step(s): first step -> last step")
-    for column in ("metric", "first step", "last step", "change"):
-        table.add_column(column, justify="left" if column == "metric" else "right")
-    for key, before, after in behaviour_rows(history):
+    first_step = last_step - len(history) + 1
+    resumed = f" (resumed at step {first_step - 1})" if first_step > 1 else ""
+    table = Table(title=f"what changed from step {first_step} to step {last_step}{resumed}")
+    rows = behaviour_rows(history)
+    # the metric names are the point of the table: never cut or wrapped, whatever the terminal's width
+    table.add_column("metric", no_wrap=True, min_width=max((len(key) for key, _, _ in rows), default=6))
+    for column in (f"step {first_step}", f"step {last_step}", "change"):
+        table.add_column(column, justify="right")
+    for key, before, after in rows:
         table.add_row(key, f"{before:.3f}", f"{after:.3f}", f"{after - before:+.3f}")
-    if weights is not None:
-        table.add_row(
-            "weights", "initial", f"{weights.changed_tensors}/{weights.tensors} tensors changed",
-            f"rel. L2 {weights.relative_l2:.2e}",
-        )  # fmt: skip
+    if weights is not None:  # a caption, not a row: it wraps instead of being cut to the numbers' columns
+        table.caption = (
+            f"weights since step 0 (the initial policy): {weights.changed_tensors}/{weights.tensors} tensors changed, "
+            f"relative L2 {weights.relative_l2:.2e}"
+        )
     return table

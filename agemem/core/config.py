@@ -335,8 +335,10 @@ class DistractorConfig:
     writes them; static: the `texts` list; task: distractors the task carries (synthetic tasks)."""
     count: int = 5
     """Stage-2 distractor turns per task (paper: 5; the authors' code: 3)."""
-    cache_dir: str = ".cache/agemem/distractors"
-    """distractors are made once per task and stored here, shared by all K rollouts and later runs; empty disables."""
+    cache_dir: str = "auto"
+    """distractors are made once per task and stored here (with the corpus generator's paragraph vectors), shared
+    by all K rollouts and later runs: auto = $XDG_CACHE_HOME/agemem/distractors (~/.cache/agemem/distractors),
+    or a folder; empty disables."""
     style: Literal["unrelated", "related"] = "related"
     """llm: topic-related messages that do not reveal the answer, or everyday chat unrelated to the question."""
     texts: list[str] = field(default_factory=list)
@@ -512,10 +514,15 @@ class LoggingConfig:
     """trajectories written to output_dir/trajectories.jsonl per step (per rank 0's batch); 0 = none."""
     progress: bool = True
     """progress bars for rollouts and steps."""
+    console_every: int = 1
+    """agemem train prints one line of a step's metrics (reward, task score, KL, loss, throughput, time split,
+    ETA) every this many steps; 0 = none."""
 
     def validate(self) -> None:
         if self.trajectory_samples < 0:
             raise ConfigError(f"trajectory_samples={self.trajectory_samples} must be >= 0")
+        if self.console_every < 0:
+            raise ConfigError(f"console_every={self.console_every} must be >= 0 (0 prints no step lines)")
 
 
 @dataclass

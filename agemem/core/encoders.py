@@ -23,7 +23,8 @@ class Encoder(Protocol):
 
     @property
     def name(self) -> str:
-        """Identifies the embedding space; a snapshot made with one encoder refuses another."""
+        """Identifies the embedding space (the same name must give the same vectors); a snapshot made with one
+        encoder refuses another, and stored corpus vectors are reused only under the same name."""
         ...
 
     def encode(self, texts: list[str]) -> np.ndarray: ...

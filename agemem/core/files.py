@@ -18,9 +18,34 @@ def atomic_open(path: str | os.PathLike[str], mode: str = "w", encoding: str | N
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        # mkstemp makes the file 0600; the result gets the mode open() would give it (0666 less the umask),
+        # so results and run records are as readable to colleagues as any other file the user writes
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, mode, encoding=None if "b" in mode else encoding) as handle:
             yield handle
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _umask() -> int:
+    """The process's umask: read from /proc/self/status where it is (Linux; no side effect on other threads),
+    else by setting it and setting it back (Python has no getter)."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def user_cache_dir(*parts: str) -> Path:
+    """``$XDG_CACHE_HOME/agemem/<parts>`` (``~/.cache/agemem/<parts>`` when the variable is unset or empty):
+    where what outlives a run and is not part of it goes, never the working directory."""
+    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(root, "agemem", *parts)

@@ -49,7 +49,10 @@ AGENT_FILE = "agemem.json"
 """the agent settings file of an export directory."""
 DEFAULT_MEMORY = "memory.sqlite"
 """the LTM file :meth:`MemoryAgent.from_pretrained` opens when none is named."""
-_NO_ANSWER = "(no answer: the step budget ran out; ask again or raise max_steps_per_turn)"
+_NO_ANSWER = (
+    "(no answer: the step budget ran out; ask again, or raise it: agemem chat --max-steps N, "
+    "MemoryAgent(max_steps_per_turn=N))"
+)
 
 
 class AgentError(RuntimeError):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shlex
@@ -13,6 +14,7 @@ from pathlib import Path
 import yaml
 
 from agemem.core.configlib import ConfigError, to_dict
+from agemem.entrypoints.quiet import quiet_third_party
 from agemem.entrypoints.roots import load_command_config, load_eval_config, load_resume_config
 from agemem.eval.benchmarks import BUILTIN
 from agemem.eval.config import EVAL_VARIANTS
@@ -51,7 +53,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         raise ConfigError(f"{', '.join(flags)} apply to the memory plan only; add --dry-run (or run `agemem plan`)")
     from rich.console import Console
 
-    from agemem.core.runs import latest_checkpoint
+    from agemem.core.runs import latest_checkpoint, read_trainer_state
     from agemem.train.loop import train
     from agemem.train.preemption import TrainingStoppedAtOnceError
     from agemem.train.summary import summary_table, weight_change
@@ -66,7 +68,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
         raise TrainingStoppedAtOnceError(latest_checkpoint(Path(config.output_dir))) from None
     checkpoint = latest_checkpoint(Path(config.output_dir))
     if history and checkpoint is not None and _is_main_process():
-        Console().print(summary_table(history, weight_change(config, checkpoint)))
+        last_step = read_trainer_state(checkpoint).step
+        Console().print(summary_table(history, weight_change(config, checkpoint), last_step=last_step))
         print(f"run: {config.output_dir} (metrics.jsonl, trajectories.jsonl); checkpoint: {checkpoint}")
     return 0
 
@@ -324,6 +327,11 @@ def _cmd_tools(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="agemem", description="Train LLM agents to manage their own memory (AgeMem).")
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="show the third-party warnings, logs and progress bars hidden by default",
+    )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     handlers: dict[str, Callable[[argparse.Namespace], int]] = {}
 
@@ -509,8 +517,10 @@ def main(argv: list[str] | None = None) -> int:
     from agemem.rollouts.engines.base import EngineError
     from agemem.train.preemption import INTERRUPTED_EXIT_CODE, TrainingPreemptedError, TrainingStoppedAtOnceError
 
+    quiet = contextlib.nullcontext() if args.verbose else quiet_third_party(load_models=args.command in MODEL_COMMANDS)
     try:
-        return args.handlers[args.command](args)
+        with quiet:
+            return args.handlers[args.command](args)
     except ConfigError as err:
         parser.exit(2, f"agemem {args.command}: configuration error: {err}\n")
     except CheckpointError as err:
@@ -524,6 +534,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.exit(INTERRUPTED_EXIT_CODE, f"agemem {args.command}: {err}; {follow}\n")
     except KeyboardInterrupt:  # no traceback for a Ctrl-C: what a command finished is on disk, as it documents
         parser.exit(INTERRUPTED_EXIT_CODE, f"\nagemem {args.command}: interrupted (Ctrl-C)\n")
+
+
+MODEL_COMMANDS = frozenset({"demo", "rollout", "train", "learn", "eval", "compare", "export", "chat"})
+"""commands that load models (and so quiet transformers' own logs and bars unless --verbose)."""
 
 
 def resume_command(argv: list[str] | None) -> str:

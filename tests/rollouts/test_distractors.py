@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import re
+import zlib
+from dataclasses import replace
+
+import numpy as np
 import pytest
 
 from agemem.core.config import DistractorConfig
@@ -12,6 +17,7 @@ from agemem.rollouts.distractors import (
     StaticDistractors,
     TaskDistractors,
     build_distractor_generator,
+    distractor_cache_dir,
 )
 from agemem.rollouts.hotpotqa import load_hotpotqa
 from agemem.rollouts.synthetic import generate_synthetic_tasks
@@ -102,3 +108,64 @@ def test_distractor_config_validation():
         DistractorConfig(generator="static").validate()
     with pytest.raises(ConfigError, match="model"):
         DistractorConfig(generator="llm").validate()
+
+
+class CountingEncoder:
+    """Words hashed to dimensions: the same space in every instance (as the Encoder protocol's ``name`` promises;
+    WordSetEncoder numbers words in the order it meets them), counting the texts it encodes."""
+
+    name = "test-hashed-words"
+    dim = 16384
+
+    def __init__(self):
+        self.texts_encoded = 0
+
+    def encode(self, texts):
+        self.texts_encoded += len(texts)
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for word in set(re.findall(r"[a-z0-9_]+", text.lower())):
+                out[row, zlib.crc32(word.encode()) % self.dim] = 1.0
+        return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+
+
+def test_corpus_vectors_are_encoded_once_and_reused_by_later_runs(tmp_path):
+    # the README's first `agemem train` spent 44 s encoding the bundled corpus, and every later run did it again
+    pool = load_hotpotqa("bundled:hotpotqa", limit=30)
+    config = DistractorConfig(cache_dir=str(tmp_path))
+    first_encoder = CountingEncoder()
+    first = build_distractor_generator(config, pool, first_encoder)
+    made = first.generate(pool[0], 2)
+    paragraphs = len(first.texts)
+    assert first_encoder.texts_encoded == paragraphs + 1  # the corpus, then the question
+    assert [p.suffix for p in (tmp_path / "corpus_vectors").iterdir()] == [".npy"]
+    later_encoder = CountingEncoder()
+    later = build_distractor_generator(config, pool, later_encoder)  # a new process, the same corpus
+    assert later.generate(pool[0], 2) == made and later_encoder.texts_encoded == 1  # only the question
+    # one paragraph's text changed under the same titles: the stored vectors are not this corpus's
+    last = pool[0].contexts[-1]
+    edited = [replace(pool[0], contexts=[*pool[0].contexts[:-1], replace(last, sentences=["Edited."])]), *pool[1:]]
+    edited_encoder = CountingEncoder()
+    build_distractor_generator(config, edited, edited_encoder).generate(pool[1], 2)
+    assert edited_encoder.texts_encoded == paragraphs + 1
+
+
+def test_a_torn_vector_file_is_encoded_again(tmp_path):
+    pool = load_hotpotqa("bundled:hotpotqa", limit=10)
+    config = DistractorConfig(cache_dir=str(tmp_path))
+    build_distractor_generator(config, pool, CountingEncoder()).generate(pool[0], 2)
+    (stored,) = (tmp_path / "corpus_vectors").iterdir()
+    stored.write_bytes(stored.read_bytes()[:100])  # a killed copy
+    encoder = CountingEncoder()
+    build_distractor_generator(config, pool, encoder).generate(pool[0], 2)
+    assert encoder.texts_encoded > 1 and len(np.load(stored)) > 1  # encoded again and stored whole
+
+
+def test_auto_cache_dir_is_the_users_xdg_cache_and_empty_is_off(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert distractor_cache_dir(DistractorConfig()) == tmp_path / "xdg" / "agemem" / "distractors"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert distractor_cache_dir(DistractorConfig()) == tmp_path / "home" / ".cache" / "agemem" / "distractors"
+    assert distractor_cache_dir(DistractorConfig(cache_dir="")) is None
+    assert distractor_cache_dir(DistractorConfig(cache_dir="~/d")) == tmp_path / "home" / "d"

@@ -91,7 +91,30 @@ def test_rollout_cli_writes_trajectories_and_summary(tmp_path, capsys):
     assert rewards["task"] == -1.0 and summary["judge"] == {"name": "rule:f1:recall"}
     assert not list(out.glob(".*.tmp"))
     printed = capsys.readouterr().out
-    assert "exact match" in printed and "reward total" in printed and "reward memory/storage" in printed
+    assert "exact match" in printed and "reward terms" in printed and "memory/storage" in printed
+
+
+def test_the_rollout_table_keeps_terms_diagnostics_and_throughput_apart():
+    from rich.console import Console
+
+    from agemem.rewards.composite import REWARD_TERMS
+    from agemem.rollouts.driver import RolloutStats
+    from agemem.rollouts.run import summary_table
+
+    summary = {"episodes": 4, "steps": 3.0, "exact_match": 0.25}
+    rewards = {"total": 0.5, "memory/storage": 0.25, "context/tokens_used": 812.0, "violations": 1.0}
+    console = Console(width=200, record=True)
+    console.print(summary_table(summary, RolloutStats(episodes=4, steps=14, ticks=7), rewards, REWARD_TERMS))
+    labels = [line.split("│")[1].strip() for line in console.export_text().splitlines() if line.startswith("│")]
+    terms_at, diagnostics_at = (
+        labels.index("reward terms (batch mean)"),
+        labels.index("reward diagnostics: what the terms were computed from (batch mean)"),
+    )
+    assert set(labels[terms_at + 1 : diagnostics_at]) >= {"total", "memory/storage"}
+    assert "context/tokens_used" in labels[diagnostics_at:] and "context/tokens_used" not in labels[:diagnostics_at]
+    # `steps` and `episodes` once each: the throughput's LLM-call count has its own name
+    assert labels.count("episodes") == 1 and labels.count("steps") == 1
+    assert "LLM calls (agent steps + policy summaries)" in labels
 
 
 def test_rollout_cli_without_rewards(tmp_path):

@@ -96,12 +96,16 @@ def test_resuming_a_finished_run_trains_nothing_and_past_it_is_an_error(uninterr
     assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == before  # config.json not rewritten
 
 
-def test_an_earlier_run_without_checkpoints_is_replaced_with_a_printed_line(tmp_path, capsys):
+def test_an_earlier_run_without_checkpoints_is_replaced_with_a_printed_line(tmp_path, capsys, caplog):
     (tmp_path / "metrics.jsonl").write_text('{"step": 1}\n')
     assert main(["train", *TINY, "max_steps=1", "checkpoint.every=0", f"output_dir={tmp_path}"]) == 0
     error = capsys.readouterr().err
     assert "holds an earlier run without a checkpoint (metrics.jsonl); starting afresh over it" in error
     assert [m["step"] for m in metrics(tmp_path / "metrics.jsonl")] == [1]
+    (line,) = [line for line in error.splitlines() if line.startswith("step ")]  # one console line per step
+    assert line.startswith("step 1/1 | reward ") and " eta 0:00:00" in line
+    # quiet by default: the tied-embedding notice accelerate logs at every checkpoint is not shown
+    assert (tmp_path / "checkpoints" / "step_000001").is_dir() and "Removed shared tensor" not in caplog.text
 
 
 def test_max_steps_zero_is_a_configuration_error(tmp_path, capsys):
