@@ -384,7 +384,8 @@ class RolloutConfig:
     """the agent answers each Stage-1 turn (and may store it); false: the turns only reach a memory system that
     writes memory itself (the Mem0 / A-Mem / LangMem baselines), and the agent first acts in Stage 2."""
     stage_tools: Literal["all", "paper"] = "all"
-    """all: every tool in every stage; paper: Stage 1 Add/Update/Delete, 2 Filter/Summary, 3 Retrieve/Summary."""
+    """all: every tool in every stage (measured as good on the CPU recipe, and the prompt chat and export use);
+    paper: Stage 1 Add/Update/Delete, 2 Filter/Summary, 3 Retrieve/Summary (docs/results.md)."""
     stage1_max_steps: int = 16
     """Stage-1 round limit: agent steps (LLM calls) in the stage; later turns then arrive unanswered."""
     stage2_max_steps: int = 10
