@@ -152,11 +152,28 @@ class BenchmarkColumn:
 
     name: str
     metric: str | None
+    judge: str | None = None
+    """what scored the headline when a judge did: ``rule judge``, ``LLM judge``, ``judges differ`` (the rows')."""
 
     @property
     def header(self) -> str:
         title = benchmark_title(self.name)
-        return f"{title} ({self.metric})" if self.metric else title
+        if not self.metric:
+            return title
+        return f"{title} ({self.metric}, {self.judge})" if self.judge else f"{title} ({self.metric})"
+
+
+def judge_kind(name: str | None) -> str | None:
+    """``rule judge`` for the built-in rule judges (``rule:...``), ``LLM judge`` for a model's; None: no judge."""
+    if not name:
+        return None
+    return "rule judge" if name.startswith("rule") else "LLM judge"
+
+
+def column_judge(rows: Sequence[Mapping[str, Any]], benchmark: str) -> str | None:
+    """The judge of a benchmark's column over our rows: one kind, or ``judges differ``."""
+    kinds = {judge_kind(row["judges"].get(benchmark)) for row in rows} - {None}
+    return None if not kinds else kinds.pop() if len(kinds) == 1 else "judges differ"
 
 
 # --------------------------------------------------------------------------------------------- rows (pure)
@@ -234,8 +251,11 @@ def comparison_rows(runs: Sequence[FinishedRun], metrics: Mapping[str, str]) -> 
                 "values": {},
                 "items": {},
                 "runs": {},
+                "judges": {},
             },
         )
+        judge = results.get("judge")
+        row["judges"][benchmark] = judge.get("name") if isinstance(judge, dict) else None
         value = results.get(metrics[benchmark])
         row["values"][benchmark] = float(value) if is_number(value) else None
         row["items"][benchmark] = results["played"] + results["resumed"]
@@ -263,6 +283,7 @@ def reference_block(reference: ReferenceTable = PAPER_TABLE) -> dict[str, Any]:
         "source": reference.source,
         "model": reference.model,
         "note": reference.note,
+        "judged": {"hotpotqa": "J, LLM judge"},
         "rows": [
             {"method": method_name(variant), "variant": variant, "values": dict(zip(reference.benchmarks, values))}
             for variant, values in reference.rows
@@ -286,7 +307,7 @@ def cost_cell(key: str, value: float | None) -> str:
 
 def our_table(comparison: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
     """The header and cells of our rows: model, method, one headline % per benchmark column, the cost columns."""
-    columns = [BenchmarkColumn(c["name"], c["metric"]) for c in comparison["columns"]]
+    columns = [BenchmarkColumn(c["name"], c["metric"], c.get("judge")) for c in comparison["columns"]]
     rows = comparison["rows"]
     costs = cost_keys(rows)
     header = ["model", "method", *(c.header for c in columns), *(COST_HEADERS[k][0] for k in costs)]
@@ -306,7 +327,9 @@ def reference_table(comparison: Mapping[str, Any]) -> tuple[list[str], list[list
     """The header and cells of the paper's rows, over the same benchmark columns as ours."""
     names = [c["name"] for c in comparison["columns"]]
     reference = comparison["reference"]
-    header = ["model", "method", *(benchmark_title(name) for name in names)]
+    judged = reference.get("judged", {})  # the paper's judged columns say so, as ours do
+    titles = [f"{benchmark_title(n)} ({judged[n]})" if n in judged else benchmark_title(n) for n in names]
+    header = ["model", "method", *titles]
     body = [
         [f"{reference['model']} (paper)", row["method"], *(percent_cell(row["values"].get(name)) for name in names)]
         for row in reference["rows"]
@@ -481,13 +504,14 @@ def compare(
             key = run_dir.relative_to(out).as_posix()
             timing = run_timing(results) or before.get(run_dir) or previous.get(key)
             finished.append(FinishedRun(results, key, timing))
-    ran = [BenchmarkColumn(name, metrics[name]) for name in names]
     rows = comparison_rows(finished, metrics)
+    # the judge goes into the header: a rule-judged HotpotQA J is not the paper's LLM-judged J
+    ran = [BenchmarkColumn(name, metrics[name], column_judge(rows, name)) for name in names]
     items = rows[0]["items"]  # every row played the same items of a benchmark (one config per benchmark)
     comparison: dict[str, Any] = {
         "title": "Comparison: " + ", ".join(column.header for column in ran),
         "columns": [
-            {"name": c.name, "metric": c.metric, "items": items.get(c.name)}
+            {"name": c.name, "metric": c.metric, "judge": c.judge, "items": items.get(c.name)}
             for c in table_columns(ran, reference=PAPER_TABLE if reference else None)
         ],
         "rows": rows,
@@ -502,10 +526,18 @@ def compare(
 
 
 def plot_comparison(path: Path, comparison: Mapping[str, Any]) -> None:
-    """Grouped bars: one group per benchmark run, one bar per row (model, method)."""
-    ran = [BenchmarkColumn(c["name"], c["metric"]) for c in comparison["columns"] if c["metric"]]
+    """Grouped bars: one group per benchmark, one bar per row (model, method); with a ``reference`` block the
+    paper's rows too, hatched and labelled as the paper's, over every benchmark column (ours show n/a where not run)."""
+    reference = comparison.get("reference")
+    shown = [c for c in comparison["columns"] if c["metric"] or reference]
+    columns = [BenchmarkColumn(c["name"], c["metric"], c.get("judge")) for c in shown]
     rows = comparison["rows"]
     labels = [f"{row['model']} {row['method']}" for row in rows]
-    values = [{c.header: row["values"].get(c.name) for c in ran} for row in rows]
-    panel = Panel("headline metric per benchmark", [c.header for c in ran], "%", ymax=100.0)
-    bar_plot(path, labels, values, [panel])  # the panel's title says it all; a longer one is cut on a narrow plot
+    values = [{c.header: row["values"].get(c.name) for c in columns} for row in rows]
+    hatched = [False] * len(rows)
+    if reference:
+        labels += [f"{reference['model']} {row['method']} (paper)" for row in reference["rows"]]
+        values += [{c.header: row["values"].get(c.name) for c in columns} for row in reference["rows"]]
+        hatched += [True] * len(reference["rows"])
+    panel = Panel("headline metric per benchmark (%)", [c.header for c in columns], "%", ymax=100.0)
+    bar_plot(path, labels, values, [panel], hatched=hatched)

@@ -213,34 +213,55 @@ def bar_plot(
     panels: Sequence[Panel],
     *,
     title: str = "",
+    hatched: Sequence[bool] = (),
 ) -> None:
     """Grouped bars: in each panel one group per metric and one bar per run (``labels[i]``, ``values[i]``).
 
-    A missing or None value draws no bar. Written with the Agg backend (no display needed).
+    Every bar carries its value, so a panel of zeros reads "0" rather than looking empty; a missing or None value
+    draws no bar but an "n/a" mark, so a metric that does not apply is not read as 0. ``hatched[i]``: draw run
+    i's bars hatched (numbers quoted from elsewhere, e.g. the paper's). Written with the Agg backend.
     """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    widths = [min(7.0, max(3.0, 0.35 * len(p.metrics) * max(1, len(labels)) + 2.0)) for p in panels]
-    fig, axes = plt.subplots(1, len(panels), figsize=(sum(widths), 4.2), gridspec_kw={"width_ratios": widths})
+    widths = [min(9.0, max(3.5, 0.35 * len(p.metrics) * max(1, len(labels)) + 2.0)) for p in panels]
+    fig, axes = plt.subplots(1, len(panels), figsize=(sum(widths), 4.6), gridspec_kw={"width_ratios": widths})
     axes = list(axes) if len(panels) > 1 else [axes]
     bar = 0.8 / max(1, len(labels))
     for axis, panel in zip(axes, panels):
         xs = range(len(panel.metrics))
+        top = panel.ymax or max([v for row in values for m in panel.metrics if (v := row.get(m)) is not None] or [1])
         for i, (label, row) in enumerate(zip(labels, values)):
+            offset = (i - (len(labels) - 1) / 2) * bar
             heights = [row.get(m) for m in panel.metrics]
-            shown = [(x + (i - (len(labels) - 1) / 2) * bar, h) for x, h in zip(xs, heights) if h is not None]
-            axis.bar([x for x, _ in shown], [h for _, h in shown], bar, label=label)
-        axis.set_xticks(list(xs), list(panel.metrics), rotation=30 if len(panel.metrics) > 4 else 0)
-        axis.set(title=panel.title, ylabel=panel.ylabel)
-        axis.set_ylim(0, panel.ymax)
+            shown = [(x + offset, h) for x, h in zip(xs, heights) if h is not None]
+            drawn = axis.bar(
+                [x for x, _ in shown], [h for _, h in shown], bar, label=label,
+                hatch="//" if i < len(hatched) and hatched[i] else None,
+            )  # fmt: skip
+            upright = 90 if len(labels) > 4 else 0  # many bars to a group: labels side by side would overlap
+            axis.bar_label(drawn, fmt="%.3g", fontsize="x-small", padding=1, rotation=upright)
+            for x, h in zip(xs, heights):
+                if h is None:
+                    axis.text(
+                        x + offset, top * 0.01, "n/a", ha="center", va="bottom", fontsize="x-small", color="0.45",
+                        rotation=upright,
+                    )  # fmt: skip
+        axis.set_xticks(list(xs), list(panel.metrics), rotation=30 if len(panel.metrics) > 4 else 0, ha="right"
+                        if len(panel.metrics) > 4 else "center")  # fmt: skip
+        axis.set_title(panel.title, fontsize="medium", wrap=True)
+        axis.set(ylabel=panel.ylabel)
+        axis.set_ylim(0, (panel.ymax or top or 1.0) * 1.12)  # room for the value labels above the tallest bar
         axis.grid(axis="y", alpha=0.3)
-    axes[0].legend(fontsize="small")
+    # the legend below the panels: inside, it covered bars; it grows with the runs instead of the bars shrinking
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", fontsize="small",
+               ncol=min(3, max(1, len(labels))), frameon=False)  # fmt: skip
     if title:
-        fig.suptitle(title)
-    fig.tight_layout()
+        fig.suptitle(title, wrap=True)
+    rows = -(-len(labels) // 3)
+    fig.tight_layout(rect=(0, 0.06 * rows, 1, 1))
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
     plt.close(fig)

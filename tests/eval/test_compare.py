@@ -15,6 +15,7 @@ from agemem.eval.compare import (
     PAPER_TABLE,
     BenchmarkColumn,
     FinishedRun,
+    column_judge,
     comparison_markdown,
     comparison_rows,
     headline_metric,
@@ -127,6 +128,26 @@ def test_the_reference_adds_the_papers_benchmarks_and_rows_marked_as_the_papers(
     assert all(set(row["values"]) == {"hotpotqa", "alfworld"} for row in comparison["rows"])
 
 
+def test_a_judged_headline_names_its_judge_beside_the_papers_llm_judged_j():
+    rule = {"judge": {"name": "rule:f1:recall"}}
+    model = {"judge": {"name": "model:Qwen/Qwen2.5-72B-Instruct", "requests": 4}}
+    for judges, expected in [
+        ((rule, rule), "HotpotQA (J, rule judge)"),
+        ((model, model), "HotpotQA (J, LLM judge)"),
+        ((rule, model), "HotpotQA (J, judges differ)"),
+        (({}, {}), "HotpotQA (J)"),
+    ]:
+        runs = [
+            _results("hotpotqa", "agemem", 54.0, wall_s=1.0, **judges[0]),
+            _results("hotpotqa", "no_memory", 38.0, wall_s=1.0, **judges[1]),
+        ]
+        rows = comparison_rows([_run(r) for r in runs], METRICS)
+        assert BenchmarkColumn("hotpotqa", "J", column_judge(rows, "hotpotqa")).header == expected
+    comparison = _comparison([_run(r) for r in RUNS], reference=True)
+    paper = comparison_markdown(comparison).partition("## Reference")[2]
+    assert "| model | method | ALFWorld | SciWorld | PDDL | BabyAI | HotpotQA (J, LLM judge) |" in paper
+
+
 def test_llm_cost_columns_appear_only_when_a_run_reports_them():
     mem0 = [
         _results(
@@ -227,7 +248,7 @@ def test_tiny_random_model_on_hotpotqa_and_alfworld_then_a_resumption_that_plays
     assert (out / "comparison.png").stat().st_size > 10_000
     assert (out / "hotpotqa" / "comparison.json").is_file()  # each benchmark's own agemem-eval comparison
     table = _table((out / "comparison.md").read_text())
-    assert table[0][:5] == ["model", "method", "HotpotQA (J)", "ALFWorld (SR)", "s/task"]
+    assert table[0][:5] == ["model", "method", "HotpotQA (J, rule judge)", "ALFWorld (SR)", "s/task"]
     assert table[1][:4] == ["tiny-random-qwen2", "AgeMem", "0.00", "0.00"]
 
     # a re-run loads no model and plays nothing; the table comes back from results.json, timings included
