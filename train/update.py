@@ -208,8 +208,9 @@ def policy_update(
     grad_norms: list[float] = []
     engine = accelerator.deepspeed_engine_wrapped.engine if accelerator.distributed_type == "DEEPSPEED" else None
     first_step = engine.global_steps if engine is not None else 0
-    # the update's micro-batches, counted as each mini-batch is split (a 7B update is minutes of silence otherwise)
-    with tqdm(desc="update", unit="micro-batch", total=0, disable=not progress, leave=False) as bar:
+    # the update's micro-batches, counted as each mini-batch is split (a 7B update is minutes of silence otherwise);
+    # shown after a second, when the first mini-batch has set the total
+    with tqdm(desc="update", unit="micro-batch", total=0, disable=not progress, leave=False, delay=1.0) as bar:
         for _ in range(train.epochs):
             for mini in split_evenly(list(range(len(samples))), train.mini_batches):
                 weights = token_weights(samples, mini, grpo.loss_aggregation, accelerator)
