@@ -57,7 +57,8 @@ def load_policy(config: PolicyConfig) -> tuple[PreTrainedModel, PreTrainedTokeni
     import torch
     from transformers import AutoModelForCausalLM
 
-    require_local_folder(config.model, "policy.model")
+    alternatives = f"a hub id (namespace/name) or {TINY_POLICY!r}, the embedded tiny model"
+    require_local_folder(config.model, "policy.model", alternatives)
     tokenizer = load_tokenizer(config.tokenizer or (BUNDLED_TOKENIZER if config.model == TINY_POLICY else config.model))
     device = resolve_device(config.device)
     if config.model == TINY_POLICY:

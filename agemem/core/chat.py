@@ -22,7 +22,7 @@ def load_tokenizer(name: str = BUNDLED_TOKENIZER) -> PreTrainedTokenizerBase:
     """Load a tokenizer with a chat template: ``bundled:qwen2.5-instruct``, a local dir or a hub id."""
     from transformers import AutoTokenizer
 
-    require_local_folder(name, "tokenizer")
+    require_local_folder(name, "tokenizer", f"a hub id (namespace/name) or {BUNDLED_TOKENIZER!r}")
     path = resolve(name)
     try:
         tokenizer = AutoTokenizer.from_pretrained(path)

@@ -33,15 +33,14 @@ def looks_like_path(name: str) -> bool:
     return "/" in name and Path(name.split("/", 1)[0]).expanduser().is_dir()
 
 
-def require_local_folder(name: str, what: str) -> None:
+def require_local_folder(name: str, what: str, alternatives: str = "a hub id as namespace/name") -> None:
     """Refuse at once a ``name`` that looks like a local folder (:func:`looks_like_path`) and does not exist:
     checked before any network attempt, so a mistyped path is "no such folder", not a hub lookup that retries
-    for a minute and then blames the connection. ``what`` names the setting in the message."""
+    for a minute and then blames the connection. ``what`` names the setting, ``alternatives`` what else it takes."""
     if name.startswith("bundled:") or not looks_like_path(name):
         return
     path = Path(name).expanduser()
     if not path.exists():
         raise ConfigError(
-            f"{what}={name!r}: no such folder ({path.resolve()} does not exist); check the path, or give a hub id "
-            "as namespace/name"
+            f"{what}={name!r}: no such folder ({path.resolve()} does not exist); check the path, or give {alternatives}"
         )

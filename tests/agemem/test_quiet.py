@@ -21,15 +21,33 @@ def _emit() -> list[str]:
     return [str(w.message) for w in caught]
 
 
-def test_noise_is_dropped_inside_the_block_and_only_there(caplog):
-    with quiet_third_party(load_models=False):
-        inside = _emit()
-    quiet_logs, caplog.records[:] = [r.getMessage() for r in caplog.records], []
+class _Collect(logging.Handler):
+    def __init__(self):
+        super().__init__()
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+def test_noise_is_dropped_inside_the_block_and_only_there():
+    # on each logger itself: DeepSpeed's does not propagate to the root once deepspeed is imported
+    collect = _Collect()
+    loggers = [logging.getLogger("DeepSpeed"), logging.getLogger("accelerate.utils.other")]
+    for logger in loggers:
+        logger.addHandler(collect)
+    try:
+        with quiet_third_party(load_models=False):
+            inside = _emit()
+        quiet_logs, collect.messages = collect.messages, []
+        outside = _emit()  # the filters are gone with the block (tests run the CLI in-process)
+    finally:
+        for logger in loggers:
+            logger.removeHandler(collect)
     assert inside == ["a warning of ours"]
     assert quiet_logs == ["Something else worth reading."]
-    outside = _emit()  # the filters are gone with the block (tests run the CLI in-process)
     assert outside[0].startswith("`is_gradient_checkpointing`") and len(outside) == 2
-    assert len(caplog.records) == 3
+    assert len(collect.messages) == 3
 
 
 def test_transformers_bars_and_verbosity_are_restored():

@@ -484,16 +484,19 @@ def test_load_policy_from_a_saved_directory_gives_the_same_model(policy, prompts
 
 def test_missing_model_path_raises_config_error_naming_path_and_fix(tmp_path):
     missing = str(tmp_path / "no-such-model")
-    # the tokenizer is loaded from the model path first
-    with pytest.raises(ConfigError) as err:
-        load_policy(PolicyConfig(model=missing, device="cpu"))
-    assert missing in str(err.value)
-    assert "bundled:qwen2.5-instruct" in str(err.value)
+    # a path that does not exist is refused before anything is loaded, naming the setting and what else it takes
+    for tokenizer in ("", "bundled:qwen2.5-instruct"):
+        with pytest.raises(ConfigError) as err:
+            load_policy(PolicyConfig(model=missing, tokenizer=tokenizer, device="cpu"))
+        assert f"policy.model={missing!r}: no such folder" in str(err.value) and TINY_POLICY in str(err.value)
+    with pytest.raises(ConfigError, match=r"tokenizer=.*no such folder.*bundled:qwen2\.5-instruct"):
+        load_policy(PolicyConfig(model=TINY_POLICY, tokenizer=missing, device="cpu"))
 
-    # with a working tokenizer, the model itself is what fails
+    # a folder that exists but holds no model: the loader's own error, with the fix
+    (tmp_path / "empty").mkdir()
     with pytest.raises(ConfigError) as err:
-        load_policy(PolicyConfig(model=missing, tokenizer="bundled:qwen2.5-instruct", device="cpu"))
-    assert missing in str(err.value)
+        load_policy(PolicyConfig(model=str(tmp_path / "empty"), tokenizer="bundled:qwen2.5-instruct", device="cpu"))
+    assert "could not be loaded" in str(err.value)
     assert TINY_POLICY in str(err.value) and "local model directory" in str(err.value)
 
 
