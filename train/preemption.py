@@ -119,6 +119,8 @@ class PreemptionWatch:
     def __enter__(self) -> PreemptionWatch:
         if threading.current_thread() is threading.main_thread():  # signal.signal only works there
             for sig in self.signals:
+                if sig == signal.SIGINT and signal.getsignal(sig) == signal.SIG_IGN:
+                    continue  # a background job (`cmd &`, nohup): Ctrl-C is not meant for it, as Python itself does
                 self._previous[sig] = signal.signal(sig, self._record)
         elif self.signals:
             print("agemem train: not in the main thread; preemption signals keep their default action", file=sys.stderr)

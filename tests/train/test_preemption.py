@@ -65,8 +65,16 @@ def test_a_signal_mid_update_finishes_the_step_and_resumes_exactly(uninterrupted
     assert_same_run(tmp_path, uninterrupted)
 
 
+@pytest.fixture
+def ctrl_c_reaches_us():
+    """SIGINT as in a terminal's foreground job (a background job, as CI runs this suite, ignores it)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 def test_ctrl_c_stops_like_a_preemption_but_exits_130_without_a_requeue_marker(
-    uninterrupted, tmp_path, monkeypatch, capsys
+    uninterrupted, tmp_path, monkeypatch, capsys, ctrl_c_reaches_us
 ):
     # the terminal's SIGINT and the launcher's forwarded copy arrive together: one press, a clean stop
     signal_during_rollout(monkeypatch.setattr, step=3, sig=signal.SIGINT, times=2)
@@ -83,13 +91,25 @@ def test_ctrl_c_stops_like_a_preemption_but_exits_130_without_a_requeue_marker(
     assert_same_run(tmp_path, uninterrupted)
 
 
-def test_a_second_ctrl_c_stops_at_once_and_names_the_last_checkpoint(tmp_path, monkeypatch, capsys):
+def test_a_second_ctrl_c_stops_at_once_and_names_the_last_checkpoint(tmp_path, monkeypatch, capsys, ctrl_c_reaches_us):
     monkeypatch.setattr(preemption, "SAME_PRESS_S", 0.0)  # the second press comes "later"
     signal_during_rollout(monkeypatch.setattr, step=2, sig=signal.SIGINT, times=2)
     code, err = exits_with(["train", *TINY, "max_steps=3", f"output_dir={tmp_path}"], capsys)
     assert code == INTERRUPTED_EXIT_CODE and "Traceback" not in err
     assert f"stopped at once by Ctrl-C; the last checkpoint is {tmp_path / 'checkpoints' / 'step_000001'}" in err
     assert not (tmp_path / "checkpoints" / "step_000002").exists()  # nothing of step 2 was saved
+
+
+def test_an_ignored_sigint_stays_ignored(monkeypatch):
+    # a background job (`agemem train ... &`, nohup): the shell ignores Ctrl-C for it, and so does the run
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with preemption.PreemptionWatch([signal.SIGTERM, signal.SIGINT]):
+            assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+            assert signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, signal.SIG_IGN)
+        assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 @pytest.mark.parametrize(
