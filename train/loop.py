@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import random
 import sys
 import time
@@ -43,6 +42,7 @@ from agemem.core.hostmem import (
 from agemem.core.runs import (
     CheckpointError,
     checkpoint_problems,
+    is_main_process,
     list_checkpoints,
     resolve_checkpoint,
     scan_checkpoints,
@@ -478,7 +478,7 @@ def _check_run_folder(output_dir: Path, resume: bool) -> None:
             "add --resume to continue it, or choose another output_dir"
         )
     earlier = [name for name in ("config.json", "metrics.jsonl", "trajectories.jsonl") if (output_dir / name).exists()]
-    if earlier and os.environ.get("RANK", "0") == "0":
+    if earlier and is_main_process():
         print(
             f"agemem train: {output_dir} holds an earlier run without a checkpoint ({', '.join(earlier)}); "
             "starting afresh over it",

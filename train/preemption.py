@@ -24,7 +24,6 @@ the terminal's SIGINT and the launcher's forwarded copy.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import sys
 import threading
@@ -34,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agemem.core.configlib import ConfigError
+from agemem.core.runs import is_main_process
 
 if TYPE_CHECKING:
     from accelerate import Accelerator
@@ -138,7 +138,7 @@ class PreemptionWatch:
         if self.received is None:  # the first signal counts; a second (SLURM repeats) changes nothing
             self.received = signal.Signals(signum)
             self.received_at = now
-            if signum == signal.SIGINT and os.environ.get("RANK", "0") == "0":
+            if signum == signal.SIGINT and is_main_process():
                 print(
                     "agemem train: Ctrl-C: stopping after the current rollout or update, with a checkpoint of the "
                     "last complete step; Ctrl-C again stops at once (the last checkpoint stays)",

@@ -13,6 +13,7 @@ the one before it is used.
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +22,11 @@ from agemem.core.manifest import MANIFEST_NAME, header_problems, verify
 
 CHECKPOINT_NAME = re.compile(r"^step_(\d+)$")
 """a complete checkpoint's directory name; ``step_N.tmp`` is one being written."""
+
+
+def is_main_process() -> bool:
+    """Rank 0 under accelerate / torchrun (RANK unset in a single process): the one that prints and writes."""
+    return os.environ.get("RANK", "0") == "0"
 
 
 @dataclass

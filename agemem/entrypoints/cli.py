@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import shlex
 import sys
 from collections.abc import Callable
@@ -53,7 +52,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         raise ConfigError(f"{', '.join(flags)} apply to the memory plan only; add --dry-run (or run `agemem plan`)")
     from rich.console import Console
 
-    from agemem.core.runs import latest_checkpoint, read_trainer_state
+    from agemem.core.runs import is_main_process, latest_checkpoint, read_trainer_state
     from agemem.train.loop import train
     from agemem.train.preemption import TrainingStoppedAtOnceError
     from agemem.train.summary import summary_table, weight_change
@@ -67,16 +66,11 @@ def _cmd_train(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:  # a second Ctrl-C: stopped where it was; the last checkpoint is what is left
         raise TrainingStoppedAtOnceError(latest_checkpoint(Path(config.output_dir))) from None
     checkpoint = latest_checkpoint(Path(config.output_dir))
-    if history and checkpoint is not None and _is_main_process():
+    if history and checkpoint is not None and is_main_process():
         last_step = read_trainer_state(checkpoint).step
         Console().print(summary_table(history, weight_change(config, checkpoint), last_step=last_step))
         print(f"run: {config.output_dir} (metrics.jsonl, trajectories.jsonl); checkpoint: {checkpoint}")
     return 0
-
-
-def _is_main_process() -> bool:
-    """Rank 0 under accelerate / torchrun (RANK unset in a single process)."""
-    return os.environ.get("RANK", "0") == "0"
 
 
 def _add_plan_arguments(parser: argparse.ArgumentParser) -> None:
