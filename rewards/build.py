@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agemem.core.config import JudgeConfig, PolicyConfig, RewardConfig
 from agemem.core.configlib import ConfigError
+from agemem.core.files import user_cache_dir
 from agemem.core.httpclient import ChatClient
 from agemem.rewards.base import Judge
 from agemem.rewards.composite import mean_breakdown, score_trajectories
@@ -36,6 +38,13 @@ def build_rule_judge(config: JudgeConfig, encoder: Encoder | None = None) -> Rul
     )
 
 
+def judge_cache_dir(config: JudgeConfig) -> Path | None:
+    """``reward.judge.cache_dir`` resolved: None when empty (no cache), the user's cache for ``auto``."""
+    if not config.cache_dir:
+        return None
+    return user_cache_dir("judge") if config.cache_dir == "auto" else Path(config.cache_dir).expanduser()
+
+
 def build_judge(config: JudgeConfig, encoder: Encoder | None = None) -> Judge:
     """The judge named by ``reward.judge.backend``; model judges fall back to the rule judge per item."""
     rule = build_rule_judge(config, encoder)
@@ -43,7 +52,7 @@ def build_judge(config: JudgeConfig, encoder: Encoder | None = None) -> Judge:
         return rule
     if config.backend == "openai":
         client = ChatClient.from_settings(config)  # retries with backoff, timeout, API key from api_key_env
-        return LLMJudge(client, concurrency=config.concurrency, cache_dir=config.cache_dir or None, fallback=rule)
+        return LLMJudge(client, concurrency=config.concurrency, cache_dir=judge_cache_dir(config), fallback=rule)
     from agemem.rollouts.policy import load_policy
 
     model, tokenizer = load_policy(PolicyConfig(model=config.model, device=config.device, dtype=config.dtype))

@@ -329,8 +329,8 @@ class LLMJudge(_ModelJudge):
 
     A batch's requests run concurrently (``concurrency`` threads), each retried with exponential backoff
     by the ``openai`` SDK (:mod:`agemem.core.httpclient`). Endpoint failures never raise: the item goes to ``fallback``.
-    With ``cache_dir``, each reply is stored as ``<cache_dir>/<sha256(model, messages)>.json`` (atomic
-    write) and reused instead of a request. ``counters``: ``requests`` (items sent to the endpoint),
+    With ``cache_dir``, each reply is stored as ``<cache_dir>/<sha256(model, max_tokens, temperature,
+    messages)>.json`` (atomic write) and reused instead of a request, so one cache serves every run. ``counters``: ``requests`` (items sent to the endpoint),
     ``cache_hits``, ``errors`` (endpoint failed after retries), ``unparsable`` (a reply without a score),
     ``fallbacks`` (items the fallback judge scored).
     """
@@ -353,7 +353,14 @@ class LLMJudge(_ModelJudge):
         self.name = f"llm:{client.model}"
 
     def cache_key(self, messages: ChatMessages) -> str:
-        blob = json.dumps({"model": self.model, "messages": messages}, sort_keys=True, ensure_ascii=False)
+        # every setting that changes the reply is in the key, so runs with other judge settings never share one
+        request = {
+            "model": self.model,
+            "max_tokens": getattr(self.client, "max_tokens", None),
+            "temperature": getattr(self.client, "temperature", None),
+            "messages": messages,
+        }
+        blob = json.dumps(request, sort_keys=True, ensure_ascii=False)
         return hashlib.sha256(blob.encode()).hexdigest()
 
     def _complete_all(self, prompts: list[ChatMessages]) -> list[str | None]:

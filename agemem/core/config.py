@@ -443,7 +443,8 @@ class JudgeConfig:
     concurrency: int = 8
     """judge requests in flight at once (backend=openai)."""
     cache_dir: str = ""
-    """directory caching each judge reply by prompt (backend=openai); empty = no cache."""
+    """directory caching each judge reply by model, settings and prompt (backend=openai): auto =
+    $XDG_CACHE_HOME/agemem/judge (~/.cache/agemem/judge), shared by all runs; empty = no cache."""
     device: str = "auto"
     """backend=transformers: device of the judge model (auto = cuda when available)."""
     dtype: Literal["float32", "bfloat16", "float16"] = "bfloat16"

@@ -293,6 +293,24 @@ def test_llm_judge_cache_avoids_a_second_request(endpoint, tmp_path):
     other_model = LLMJudge(ChatClient(server.url, "m2", backoff_s=0), cache_dir=tmp_path)  # the key includes the model
     other_model.memory_scores(items[:1])
     assert len(server.requests) == 3
+    # every setting that changes the reply is in the key: each of these asks the endpoint again
+    for client in (
+        ChatClient(server.url, "m", max_tokens=8, backoff_s=0),
+        ChatClient(server.url, "m", temperature=0.7, backoff_s=0),
+    ):
+        before = len(server.requests)
+        LLMJudge(client, cache_dir=tmp_path).memory_scores(items[:1])
+        assert len(server.requests) == before + 1
+
+
+def test_judge_cache_dir_auto_is_the_users_cache_and_empty_is_none(tmp_path, monkeypatch):
+    from agemem.core.config import JudgeConfig
+    from agemem.rewards.build import judge_cache_dir
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert judge_cache_dir(JudgeConfig(cache_dir="auto")) == tmp_path / "xdg" / "agemem" / "judge"
+    assert judge_cache_dir(JudgeConfig(cache_dir="")) is None
+    assert judge_cache_dir(JudgeConfig(cache_dir=str(tmp_path / "mine"))) == tmp_path / "mine"
 
 
 def test_llm_judge_retries_a_503(endpoint):
