@@ -48,7 +48,7 @@ from agemem.eval.report import (
     tool_call_values,
     write_json,
 )
-from agemem.eval.runner import RunContext, evaluate
+from agemem.eval.runner import PlayProgress, RunContext, evaluate
 from agemem.eval.variants import apply_variant
 from agemem.rollouts.build import sampling_params
 from agemem.rollouts.engines.base import Completion, Engine, SamplingParams
@@ -68,14 +68,23 @@ if TYPE_CHECKING:
 GameRun = Generator[GenerationRequest, Completion, GameResult]
 
 
+def steps_status(steps: Sequence[int], max_steps: int) -> str:
+    """The games in play, for the progress bar: ``1 playing, step 12/50`` or ``8 playing, steps 3-12/50``."""
+    low, high = min(steps), max(steps)
+    at = f"step {low}/{max_steps}" if low == high else f"steps {low}-{high}/{max_steps}"
+    return f"{len(steps)} playing, {at}"
+
+
 def play_batch(
     runs: Sequence[GameRun],
     engine: Engine,
     sampling: SamplingParams,
     on_finish: Callable[[GameResult], None] | None = None,
+    on_tick: Callable[[Sequence[int]], None] | None = None,
 ) -> list[GameResult]:
     """Play the games side by side: each tick, one engine call for the pending request of every live game (as
-    :class:`agemem.rollouts.driver.RolloutDriver` does for three-stage episodes). Results in the order of ``runs``."""
+    :class:`agemem.rollouts.driver.RolloutDriver` does for three-stage episodes). Results in the order of ``runs``;
+    ``on_tick`` gets the indices of the games still live after each tick."""
     results: list[GameResult | None] = [None] * len(runs)
     live: list[tuple[int, GameRun, GenerationRequest]] = []
 
@@ -106,6 +115,8 @@ def play_batch(
                 except StopIteration as done:
                     finish(index, done.value)
             live = still_live
+            if on_tick is not None and live:
+                on_tick([index for index, _, _ in live])
     finally:
         for _, run, _ in live:  # interrupted: close the games still open
             run.close()
@@ -312,18 +323,23 @@ class GameSession:
         self.offered = run.offered
         self.position = {g.id: i for i, g in enumerate(games.items)}
 
-    def play(self, chunk: Sequence[GameRef], seed: int | None, advance: Callable[[int], None]) -> list[dict[str, Any]]:
+    def play(self, chunk: Sequence[GameRef], seed: int | None, progress: PlayProgress) -> list[dict[str, Any]]:
         """Play ``chunk`` side by side, then save the memory: the commit point (memory first, then the records)."""
         scope = self.suite.name  # one long-term memory across the run's games
         sampling = dataclasses.replace(self.sampling, seed=seed)
         width = self.settings.max_live_games or len(chunk)  # SciWorld: each live game holds a JVM
         results: list[GameResult] = []
         for start in range(0, len(chunk), width):
-            runs = [
-                GameEpisode(self.suite, game, MemoryEnv(self.resources, scope=scope), self.setup, self.settings).play()
+            episodes = [
+                GameEpisode(self.suite, game, MemoryEnv(self.resources, scope=scope), self.setup, self.settings)
                 for game in chunk[start : start + width]
             ]
-            results += play_batch(runs, self.engine, sampling, on_finish=lambda _: advance(1))
+
+            def tell(live: Sequence[int], episodes: list[GameEpisode] = episodes) -> None:
+                progress.status(steps_status([len(episodes[i].transcript) for i in live], self.settings.max_env_steps))
+
+            runs = [episode.play() for episode in episodes]
+            results += play_batch(runs, self.engine, sampling, on_finish=lambda _: progress.advance(1), on_tick=tell)
         ltm = self.resources.ltm
         ltm.save(snapshot_path(self.out, self.position[chunk[-1].id] + 1))
         write_json(self.out / "memory.json", [e.to_json() for e in ltm.entries(scope=scope)])

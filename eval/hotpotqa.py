@@ -23,7 +23,7 @@ calls per episode of each tool and in total.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,7 +41,7 @@ from agemem.eval.report import (
     Panel,
     tool_call_values,
 )
-from agemem.eval.runner import RunContext, evaluate
+from agemem.eval.runner import PlayProgress, RunContext, evaluate
 from agemem.eval.variants import apply_variant
 from agemem.rewards.base import AnswerItem, Judge, MemoryItem
 from agemem.rewards.judges import exact_match, f1_score
@@ -226,12 +226,12 @@ class QuestionSession:
         self.by_id = {t.id: t for t in questions.items}
         self.offered = run.offered
 
-    def play(self, chunk: Sequence[Task], seed: int | None, advance: Callable[[int], None]) -> list[dict[str, Any]]:
+    def play(self, chunk: Sequence[Task], seed: int | None, progress: PlayProgress) -> list[dict[str, Any]]:
         result = self.driver.run(list(chunk), self.distractors, rollouts_per_task=1, seed=seed)
         records = score_examples(
             result.trajectories, self.by_id, self.judge, self.offered, stage1_played=self.config.rollout.stage1
         )
-        advance(len(chunk))
+        progress.advance(len(chunk))  # the driver's own bar counts the episodes of the chunk
         return records
 
     def committed(self, done: int) -> None:

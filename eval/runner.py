@@ -100,6 +100,37 @@ class RunContext:
             self.memory_system.close()
 
 
+class PlayProgress(Protocol):
+    """Where a session reports progress while it plays a chunk."""
+
+    def advance(self, n: int) -> None:
+        """``n`` more items are finished."""
+
+    def status(self, text: str) -> None:
+        """What the items in play are doing now (a game's step): shown beside the count, replaced by the next."""
+
+
+class BarProgress:
+    """:class:`PlayProgress` on a tqdm bar: the status is the bar's postfix, redrawn at most every
+    ``min_interval_s`` (an engine tick can be far shorter than a terminal wants to redraw)."""
+
+    def __init__(self, bar: Any, min_interval_s: float = 1.0, clock: Callable[[], float] = time.monotonic):
+        self.bar = bar
+        self.min_interval_s = min_interval_s
+        self.clock = clock
+        self._drawn_at = float("-inf")
+
+    def advance(self, n: int) -> None:
+        self.bar.update(n)
+
+    def status(self, text: str) -> None:
+        now = self.clock()
+        redraw = now - self._drawn_at >= self.min_interval_s
+        if redraw:
+            self._drawn_at = now
+        self.bar.set_postfix_str(text, refresh=redraw)
+
+
 class Session(Protocol):
     """One model under one variant, opened when some item is not finished yet."""
 
@@ -109,9 +140,9 @@ class Session(Protocol):
         in ``examples.jsonl`` are played."""
         ...
 
-    def play(self, chunk: Sequence[Item], seed: int | None, advance: Callable[[int], None]) -> list[dict[str, Any]]:
-        """Play and score ``chunk``; one ``examples.jsonl`` record per item, in order. ``advance(n)`` moves the
-        progress bar by ``n`` items."""
+    def play(self, chunk: Sequence[Item], seed: int | None, progress: PlayProgress) -> list[dict[str, Any]]:
+        """Play and score ``chunk``; one ``examples.jsonl`` record per item, in order, telling ``progress`` as items
+        finish (and, for long items, what they are doing)."""
         ...
 
     def committed(self, done: int) -> None:
@@ -281,7 +312,7 @@ def play(
         for begin in range(0, len(pending), size):
             chunk = pending[begin : begin + size]
             first = position[chunk[0].id]
-            records = session.play(chunk, chunk_seed(run.config, run.variant, first), bar.update)
+            records = session.play(chunk, chunk_seed(run.config, run.variant, first), BarProgress(bar))
             run.log.append(records)
             session.committed(position[chunk[-1].id] + 1)
     finally:

@@ -241,3 +241,42 @@ def test_a_game_decided_at_reset_is_not_played(tmp_path):
         unregister_suite("counter")
     (example,) = examples
     assert example["won"] and example["steps"] == 0 and example["progress"] == 1.0 and example["ended_by"] == "won"
+
+
+def test_the_progress_bar_shows_the_step_of_the_games_in_play(tmp_path, suite, monkeypatch):
+    """A game of many steps is one item on the bar: between items the bar's status says where the live games are."""
+    from agemem.eval import runner
+
+    told: list[tuple[str, Any]] = []
+
+    class Recorder:
+        def __init__(self, bar: Any):
+            self.bar = bar
+
+        def advance(self, n: int) -> None:
+            told.append(("advance", n))
+
+        def status(self, text: str) -> None:
+            told.append(("status", text))
+
+    def policy(conversation: list[dict[str, Any]]) -> str:
+        # "updown" games (the ones offering "sub 1") think one reply before each command: they fall a step behind
+        played = sum(m["role"] == "assistant" for m in conversation)
+        if "sub 1" in json.dumps(conversation) and played % 2 == 0:
+            return "<think>still thinking</think>"
+        return answer("add 1")
+
+    monkeypatch.setattr(runner, "BarProgress", Recorder)
+    _run(suite, tmp_path, policy, "eval.chunk_size=2", "counter.max_live_games=2")
+    # per chunk (an up and an updown game), after each tick: the up game steps every tick (1, 2, then wins at 3);
+    # the updown game steps every second tick (0, 1, 1, 2, 2, then wins at 3)
+    per_chunk = [
+        ("status", "2 playing, steps 0-1/4"),
+        ("status", "2 playing, steps 1-2/4"),
+        ("advance", 1),  # tick 3: the up game wins
+        ("status", "1 playing, step 1/4"),
+        ("status", "1 playing, step 2/4"),
+        ("status", "1 playing, step 2/4"),
+        ("advance", 1),  # tick 6: the updown game wins
+    ]
+    assert told == per_chunk * 2

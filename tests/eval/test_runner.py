@@ -5,7 +5,7 @@ identity checks, models x variants, and the benchmark registry the CLI reads."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,7 +17,7 @@ from agemem.entrypoints.roots import AgeMemConfig
 from agemem.eval.benchmarks import BUILTIN, benchmark_names, get_benchmark, register_benchmark, unregister_benchmark
 from agemem.eval.models import Backend
 from agemem.eval.report import RUN_COLUMNS, Column, ExampleLog, Panel
-from agemem.eval.runner import RunContext, chunk_seed, evaluate, results_table
+from agemem.eval.runner import BarProgress, PlayProgress, RunContext, chunk_seed, evaluate, results_table
 from agemem.eval.variants import apply_variant
 from agemem.rollouts.engines.base import derive_seed
 
@@ -47,11 +47,11 @@ class ToySession:
         self.run = run
         self.start = 0
 
-    def play(self, chunk: Sequence[Item], seed: int | None, advance: Callable[[int], None]) -> list[dict[str, Any]]:
+    def play(self, chunk: Sequence[Item], seed: int | None, progress: PlayProgress) -> list[dict[str, Any]]:
         if self.benchmark.crash_at is not None and chunk[0].value >= self.benchmark.crash_at:
             raise CrashError(f"killed before item {chunk[0].id}")
         self.benchmark.chunks.append(([item.id for item in chunk], seed))
-        advance(len(chunk))
+        progress.advance(len(chunk))
         return [{"id": item.id, "score": item.value % 2, "seed": seed} for item in chunk]
 
     def committed(self, done: int) -> None:
@@ -237,3 +237,26 @@ def test_cli_flags_of_each_builtin_become_its_config_keys():
     args = parser.parse_args(["eval", "hotpotqa", "--data", "d.json", "--limit", "5", "x.y=1"])
     assert _eval_overrides(args) == ["x.y=1", "data.source=d.json", "data.limit=5"]
     assert parser.parse_args(["eval", "hotpotqa"]).out == "runs/eval/hotpotqa"
+
+
+class FakeBar:
+    def __init__(self) -> None:
+        self.n, self.postfix, self.draws = 0, "", 0
+
+    def update(self, n: int) -> None:
+        self.n += n
+
+    def set_postfix_str(self, text: str, refresh: bool = True) -> None:
+        self.postfix = text
+        self.draws += refresh
+
+
+def test_bar_progress_counts_items_and_redraws_the_status_at_most_once_per_interval():
+    clock = iter([0.0, 0.3, 0.9, 1.0, 2.5])
+    bar = FakeBar()
+    progress = BarProgress(bar, min_interval_s=1.0, clock=lambda: next(clock))
+    progress.advance(2)
+    for text in ("a", "b", "c", "d", "e"):
+        progress.status(text)
+    # drawn at t=0.0, 1.0 and 2.5; the statuses between are kept and shown by the next draw
+    assert bar.n == 2 and bar.postfix == "e" and bar.draws == 3
