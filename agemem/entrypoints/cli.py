@@ -495,7 +495,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_command_line(argv: list[str] | None = None) -> tuple[argparse.ArgumentParser, argparse.Namespace]:
+    """The parser and the parsed arguments of ``agemem <argv>``; a bad argument exits 2 with argparse's message."""
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     # flags may come between overrides (`a=1 --resume b=2`): argparse leaves the later overrides over
@@ -504,6 +505,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(stray or extra)}")
     if extra:
         args.overrides = [*args.overrides, *extra]
+    return parser, args
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser, args = parse_command_line(argv)
     if args.command is None:
         parser.print_help()
         return 0

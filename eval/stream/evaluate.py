@@ -132,7 +132,8 @@ def write_outputs(
 
 def _title(runs: Sequence[dict[str, Any]]) -> str:
     tasks = {r["tasks"] for r in runs}
-    size = f", {tasks.pop()} tasks" if len(tasks) == 1 else ""
+    count = tasks.pop() if len(tasks) == 1 else None
+    size = "" if count is None else f", {count} task{'' if count == 1 else 's'}"
     return f"Streaming memory benchmark: {runs[0]['task']}{size}"
 
 

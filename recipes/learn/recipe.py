@@ -436,26 +436,40 @@ def report_table(report: dict[str, Any]):
 
 
 def plot_learning(results: list[dict[str, Any]], path: Path) -> None:
-    """Left: training reward per GRPO step for each seed. Right: held-out EM before/after per seed."""
+    """Left: training reward per GRPO step for each seed (and their mean, bold, when there are several).
+    Right: held-out EM before/after per seed, each bar labelled with its value."""
     import matplotlib
 
     matplotlib.use("Agg")  # files only: no display on a server
     import matplotlib.pyplot as plt
 
     fig, (curve, bars) = plt.subplots(1, 2, figsize=(11, 4), gridspec_kw={"width_ratios": [2, 1]})
+    several = len(results) > 1
     for result in results:
         rows = result["reward_curve"]
-        curve.plot([r["step"] for r in rows], [r["reward/total"] for r in rows], label=f"seed {result['seed']}")
-    curve.set(xlabel="GRPO step", ylabel="mean training reward", title="training reward")
+        steps, rewards = [r["step"] for r in rows], [r["reward/total"] for r in rows]
+        curve.plot(steps, rewards, label=f"seed {result['seed']}", linewidth=1, alpha=0.55 if several else 1.0)
+    if several:  # the seeds' mean over the steps every seed reached: the trend the noisy single seeds hide
+        common = sorted(set.intersection(*({r["step"] for r in result["reward_curve"]} for result in results)))
+        by_step = [{r["step"]: r["reward/total"] for r in result["reward_curve"]} for result in results]
+        mean = [sum(seed[step] for seed in by_step) / len(by_step) for step in common]
+        curve.plot(common, mean, color="black", linewidth=2.2, label="mean of seeds")
+    curve.set(xlabel="GRPO step", ylabel="mean training reward", title="training reward per step")
     curve.grid(alpha=0.3)
-    curve.legend()
+    if several:  # outside the axes: inside, the legend hides the curves it names
+        curve.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
+    else:
+        curve.set_title(f"training reward per step (seed {results[0]['seed']})")
     width = 0.38
     xs = list(range(len(results)))
-    bars.bar([x - width / 2 for x in xs], [r["before"]["em"] for r in results], width, label="warm start")
-    bars.bar([x + width / 2 for x in xs], [r["after"]["em"] for r in results], width, label="after GRPO")
+    before = bars.bar([x - width / 2 for x in xs], [r["before"]["em"] for r in results], width, label="warm start")
+    after = bars.bar([x + width / 2 for x in xs], [r["after"]["em"] for r in results], width, label="after GRPO")
+    for container in (before, after):
+        bars.bar_label(container, fmt="%.2f", fontsize=7, padding=1)
     bars.set_xticks(xs, [f"seed {r['seed']}" for r in results])
-    bars.set(ylabel="held-out exact match", title="held-out EM", ylim=(0, 1))
-    bars.legend()
+    bars.set_xlim(-0.75, len(results) - 0.25)  # one seed keeps bars of the width several seeds have
+    bars.set(ylabel="held-out exact match", title="held-out EM", ylim=(0, 1.08))
+    bars.legend(loc="upper left", fontsize=8)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)

@@ -30,7 +30,7 @@ from agemem.train.model_size import resolve_model_dims  # noqa: E402
 
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory) -> dict:
-    """``python bench/gpu/kit.py --cpu-smoke``, as .ci/run runs it (through this test)."""
+    """``python bench/gpu/kit.py --cpu-smoke``, as .ci/run runs it (through these tests: ``-m gpukit``)."""
     out = tmp_path_factory.mktemp("smoke")
     done = subprocess.run(
         [sys.executable, str(KIT / "kit.py"), "--cpu-smoke", "--out", str(out), "--work", str(out / "work")],
@@ -52,6 +52,7 @@ def _deepspeed_expected() -> bool:
     return False
 
 
+@pytest.mark.gpukit
 def test_smoke_runs_every_check_and_prints_the_table_last(smoke):
     checks_run = smoke["report"]["checks"]
     assert list(checks_run) == list(checks.CHECKS)
@@ -66,6 +67,7 @@ def test_smoke_runs_every_check_and_prints_the_table_last(smoke):
     assert (smoke["out"] / "gpu_kit.log").stat().st_size > 0
 
 
+@pytest.mark.gpukit
 def test_smoke_train_check_is_agemem_train_at_the_planned_shape(smoke):
     train = smoke["report"]["checks"]["train"]
     scale = common.CPU_SMOKE
@@ -83,6 +85,7 @@ def test_smoke_train_check_is_agemem_train_at_the_planned_shape(smoke):
     assert (dims.vocab_size, dims.hidden_size, dims.num_layers) == (151936, 64, 2)
 
 
+@pytest.mark.gpukit
 def test_smoke_memory_checks_run_the_precision_they_name(smoke):
     run = smoke["report"]["checks"]
     full, lora = run["update_full_1.5b"], run["update_lora_7b"]
@@ -109,6 +112,7 @@ def test_smoke_memory_checks_run_the_precision_they_name(smoke):
         assert zero2["loss"] == pytest.approx(full["loss"], rel=0.05, abs=1e-6)
 
 
+@pytest.mark.gpukit
 def test_smoke_logprob_gaps(smoke):
     gaps = smoke["report"]["checks"]["logprobs"]
     assert gaps["tokens"] == common.CPU_SMOKE.logprob_prompts * common.CPU_SMOKE.logprob_max_tokens
@@ -125,6 +129,7 @@ def test_smoke_logprob_gaps(smoke):
         assert row["extra_s"] == pytest.approx(row["fp32_s"] - row["autocast_s"])
 
 
+@pytest.mark.gpukit
 def test_smoke_foreach_adamw_beside_fused(smoke):
     run = smoke["report"]["checks"]
     foreach, fused = run["update_full_1.5b_foreach"], run["update_full_1.5b"]
@@ -135,6 +140,7 @@ def test_smoke_foreach_adamw_beside_fused(smoke):
     assert foreach["loss"] == pytest.approx(fused["loss"], rel=1e-4, abs=1e-6)
 
 
+@pytest.mark.gpukit
 def test_smoke_plan_check_compares_nothing_without_a_gpu(smoke):
     plan = smoke["report"]["checks"]["plan"]
     assert plan["phases_gib"]["rollout"] > plan["runtime_reserve_gib"]

@@ -18,6 +18,8 @@ from agemem.train.preemption import INTERRUPTED_EXIT_CODE, MARKER_NAME, PREEMPTE
 from tests.train.preempt_hooks import signal_during_rollout, signal_during_update
 from tests.train.tiny_run import TINY, metrics, weights
 
+pytestmark = pytest.mark.faults  # the faults tier: .ci/run runs it with -m faults
+
 # a checkpoint only at the end: a preempted run must write the one it resumes from
 NO_PERIODIC = [*TINY, "checkpoint.every=0", "max_steps=3"]
 
