@@ -45,6 +45,7 @@ from agemem.eval.report import (
     Column,
     ExampleLog,
     Panel,
+    counted,
     tool_call_values,
     write_json,
 )
@@ -422,7 +423,11 @@ class GameBenchmark:
         counts = {(r.get("split"), r["games"]) for r in runs}
         if len(counts) == 1:
             split, games = counts.pop()
-            return f"{self.suite.title} {split} ({games} games)" if split else f"{self.suite.title} ({games} games)"
+            return (
+                f"{self.suite.title} {split} ({counted(games, 'game')})"
+                if split
+                else f"{self.suite.title} ({counted(games, 'game')})"
+            )
         return self.suite.title
 
 

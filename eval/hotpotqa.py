@@ -39,6 +39,7 @@ from agemem.eval.report import (
     TOOL_CALL_LABELS,
     Column,
     Panel,
+    counted,
     tool_call_values,
 )
 from agemem.eval.runner import PlayProgress, RunContext, evaluate
@@ -292,7 +293,7 @@ class HotpotQA:
 
     def title(self, runs: Sequence[dict[str, Any]]) -> str:
         counts = {r["questions"] for r in runs}
-        return f"HotpotQA ({counts.pop()} questions)" if len(counts) == 1 else "HotpotQA"
+        return f"HotpotQA ({counted(counts.pop(), 'question')})" if len(counts) == 1 else "HotpotQA"
 
 
 def evaluate_hotpotqa(

@@ -114,6 +114,11 @@ def check_identity(path: Path, identity: dict[str, Any], *, work: Path) -> None:
     write_json(path, identity)
 
 
+def counted(n: int, noun: str) -> str:
+    """``1 game``, ``3 games``: a count with its noun in the right number (for titles)."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def slug(text: str) -> str:
     """A file-name-safe form of a label: runs of other characters become one ``_``."""
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "run"

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from agemem.core.configlib import ConfigError, to_dict
 from agemem.core.encoders import build_encoder
-from agemem.eval.report import Column, console_table, markdown_table, write_json, write_text
+from agemem.eval.report import Column, console_table, counted, markdown_table, write_json, write_text
 from agemem.eval.stream.addition import CoarseJudge, coarse_judge_for, evaluator_name, uses_coarse
 from agemem.eval.stream.analysis import summarize
 from agemem.eval.stream.base import ModelSolver, Solver, StreamItem, StreamTask
@@ -132,8 +132,7 @@ def write_outputs(
 
 def _title(runs: Sequence[dict[str, Any]]) -> str:
     tasks = {r["tasks"] for r in runs}
-    count = tasks.pop() if len(tasks) == 1 else None
-    size = "" if count is None else f", {count} task{'' if count == 1 else 's'}"
+    size = f", {counted(tasks.pop(), 'task')}" if len(tasks) == 1 else ""
     return f"Streaming memory benchmark: {runs[0]['task']}{size}"
 
 

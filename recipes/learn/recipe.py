@@ -442,6 +442,7 @@ def plot_learning(results: list[dict[str, Any]], path: Path) -> None:
 
     matplotlib.use("Agg")  # files only: no display on a server
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     fig, (curve, bars) = plt.subplots(1, 2, figsize=(11, 4), gridspec_kw={"width_ratios": [2, 1]})
     several = len(results) > 1
@@ -455,6 +456,7 @@ def plot_learning(results: list[dict[str, Any]], path: Path) -> None:
         mean = [sum(seed[step] for seed in by_step) / len(by_step) for step in common]
         curve.plot(common, mean, color="black", linewidth=2.2, label="mean of seeds")
     curve.set(xlabel="GRPO step", ylabel="mean training reward", title="training reward per step")
+    curve.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))  # steps are whole
     curve.grid(alpha=0.3)
     if several:  # outside the axes: inside, the legend hides the curves it names
         curve.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)

@@ -260,3 +260,10 @@ def test_bar_progress_counts_items_and_redraws_the_status_at_most_once_per_inter
         progress.status(text)
     # drawn at t=0.0, 1.0 and 2.5; the statuses between are kept and shown by the next draw
     assert bar.n == 2 and bar.postfix == "e" and bar.draws == 3
+
+
+@pytest.mark.parametrize(("n", "text"), [(0, "0 games"), (1, "1 game"), (2, "2 games"), (11, "11 games")])
+def test_titles_count_in_the_right_number(n, text):
+    from agemem.eval.report import counted
+
+    assert counted(n, "game") == text
