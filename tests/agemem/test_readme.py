@@ -10,11 +10,13 @@ every relative path of the README resolves and every output lands in the scratch
 from __future__ import annotations
 
 import ast
+import os
 import re
 import shlex
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -108,13 +110,19 @@ COMMANDS = shell_commands(README.read_text())
 AGEMEM = [c for c in COMMANDS if c.words[0] == "agemem"]
 
 
+def make_scratch(folder: Path) -> Path:
+    """``folder`` made a working folder where the README's relative paths resolve (links to configs/, launch/,
+    tests/, .ci/), as the repository root is for a user; what commands write lands in it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in ("configs", "launch", "tests", ".ci"):
+        (folder / name).symlink_to(ROOT / name)
+    return folder
+
+
 @pytest.fixture
 def scratch(tmp_path, monkeypatch) -> Path:
-    """A working folder where the README's relative paths resolve (links to configs/, launch/, tests/, .ci/)."""
-    for name in ("configs", "launch", "tests", ".ci"):
-        (tmp_path / name).symlink_to(ROOT / name)
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
+    monkeypatch.chdir(make_scratch(tmp_path / "work"))
+    return tmp_path / "work"
 
 
 def load_for_check(argv: list[str]) -> None:
@@ -278,39 +286,71 @@ def tiny(command: ShellCommand) -> list[str] | str:
     return argv
 
 
-def run_agemem(argv: list[str], stdin: str = "") -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "agemem.entrypoints.cli", *argv],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=1800,
+@dataclass
+class Ran:
+    """One README command as :func:`run_readme` ran it (or did not)."""
+
+    command: ShellCommand
+    argv: list[str] | None
+    """what ran (``agemem`` + these); None: skipped."""
+    why_skipped: str = ""
+    seconds: float = 0.0
+    returncode: int = 0
+    output: str = ""
+    """the end of its stdout and stderr."""
+
+
+CHAT_INPUT = "Remember that my sister lives in Oslo.\n/memories\n/exit\n"
+
+
+def run_readme(work: Path, timeout_s: float = 1800) -> Iterator[Ran]:
+    """Every ``agemem`` command of the README in README order with :func:`tiny` limits, in ``work`` (made by
+    :func:`make_scratch`), yielding each as it ends; then the README's Python example (argv ``python -c ...``)."""
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "ALFWORLD_DATA": str(ROOT / "tests" / "data" / "alfworld"),
+        "PYTHONPATH": str(ROOT),
+    }
+    for command in AGEMEM:
+        argv = tiny(command)
+        if isinstance(argv, str):
+            yield Ran(command, None, argv)
+            continue
+        started = time.monotonic()
+        done = subprocess.run(
+            [sys.executable, "-m", "agemem.entrypoints.cli", *argv],
+            input=CHAT_INPUT if argv[0] == "chat" else "",
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            cwd=work,
+            env=env,
+        )
+        output = (done.stdout + done.stderr)[-4000:]
+        yield Ran(command, argv, "", time.monotonic() - started, done.returncode, output)
+    (start, lines), *_ = code_blocks(README.read_text(), "python")
+    started = time.monotonic()
+    example = subprocess.run(
+        [sys.executable, "-c", "\n".join(lines)], capture_output=True, text=True, timeout=timeout_s, cwd=work, env=env
+    )
+    python = ShellCommand(start, ("python", "<the README's Python example>"))
+    yield Ran(
+        python, ["python", "-c", "..."], "", time.monotonic() - started, example.returncode, example.stderr[-4000:]
     )
 
 
 @pytest.mark.slow
-def test_every_readme_command_runs_in_order_with_tiny_limits(scratch, monkeypatch):
+def test_every_readme_command_runs_in_order_with_tiny_limits(scratch):
     """Each README command, in README order (training creates what evaluation and export read), exits 0; the Python
     example runs against the export. Prints a table: command, seconds, or why it did not run."""
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("ALFWORLD_DATA", str(ROOT / "tests" / "data" / "alfworld"))
-    monkeypatch.setenv("PYTHONPATH", str(ROOT))
     rows = []
-    for command in AGEMEM:
-        argv = tiny(command)
-        if isinstance(argv, str):
-            rows.append((command, "skipped: " + argv))
-            continue
-        started = time.monotonic()
-        stdin = "Remember that my sister lives in Oslo.\n/memories\n/exit\n" if argv[0] == "chat" else ""
-        done = run_agemem(argv, stdin)
-        assert done.returncode == 0, f"{command}\n$ agemem {shlex.join(argv)}\n{(done.stdout + done.stderr)[-4000:]}"
-        rows.append((command, f"{time.monotonic() - started:.0f} s"))
-        if argv[0] == "chat":
-            assert "memor" in done.stdout  # the /memories listing
-    (start, lines), *_ = code_blocks(README.read_text(), "python")
-    example = subprocess.run([sys.executable, "-c", "\n".join(lines)], capture_output=True, text=True, timeout=600)
-    assert example.returncode == 0, f"README.md:{start}: the Python example failed\n{example.stderr[-4000:]}"
-    assert Path("memory.sqlite").is_file()
-    width = max(len(str(command)) for command, _ in rows)
-    print("\n" + "\n".join(f"{command!s:<{width}}  {result}" for command, result in rows))
+    for ran in run_readme(scratch):
+        shown = "skipped: " + ran.why_skipped if ran.argv is None else f"{ran.seconds:.0f} s"
+        rows.append((str(ran.command), shown))
+        assert ran.returncode == 0, f"{ran.command}\n$ agemem {shlex.join(ran.argv or [])}\n{ran.output}"
+        if ran.argv and ran.argv[0] == "chat":
+            assert re.search(r"\(\d+ memor(y|ies)\)", ran.output)  # the /memories listing answered
+    assert (scratch / "memory.sqlite").is_file()  # the Python example's long-term memory
+    width = max(len(command) for command, _ in rows)
+    print("\n" + "\n".join(f"{command:<{width}}  {shown}" for command, shown in rows))
