@@ -219,6 +219,16 @@ def test_the_readme_python_imports_what_the_package_exports():
                 assert hasattr(module, alias.name), f"README.md:{start}: {node.module} has no {alias.name}"
 
 
+def test_a_command_naming_a_game_or_baseline_is_skipped_where_its_extra_is_missing(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "alfworld" else real(name, *a))
+    for words in (("agemem", "train", "--config", "configs/alfworld_tiny_cpu.yaml"), ("agemem", "eval", "alfworld")):
+        assert missing_extra(words) == "pip install 'agemem[alfworld]'"
+    assert missing_extra(("agemem", "eval", "hotpotqa")) == ""
+
+
 # ------------------------------------------------------------------------------- slow tier: every command runs
 
 TRAIN_FAST = ["rollout.rollouts_per_task=2", "train.tasks_per_step=1", "sampling.max_tokens=16"]
@@ -240,24 +250,27 @@ LEARN_FAST = [
     "policy.tiny_layers=1",
     "sampling.max_tokens=24",
 ]
-EXTRAS = {  # the benchmark or training task a command needs -> (extra, modules)
-    "alfworld": ("alfworld", ("alfworld", "textworld")),
-    "sciworld": ("sciworld", ("scienceworld",)),
-    "pddl": ("pddl", ("pyperplan",)),
-    "babyai": ("babyai", ("minigrid",)),
-    "mem0": ("baselines", ("mem0",)),
-    "amem": ("baselines", ("agentic_memory",)),
+EXTRAS = {  # a benchmark or training task a command names -> (its extra, the modules and programs it needs)
+    "alfworld": ("alfworld", ("alfworld", "textworld"), ()),
+    "sciworld": ("sciworld", ("scienceworld",), ("java",)),
+    "pddl": ("pddl", ("pyperplan",), ()),
+    "babyai": ("babyai", ("minigrid",), ()),
+    "mem0": ("baselines", ("mem0",), ()),
+    "amem": ("baselines", ("agentic_memory",), ()),
 }
 
 
 def missing_extra(words: tuple[str, ...]) -> str:
     """The extra a command needs and this environment lacks ("" when none)."""
     import importlib.util
+    import shutil
 
     text = " ".join(words)
-    for name, (extra, modules) in EXTRAS.items():
-        if re.search(rf"\b{name}\b", text) and any(importlib.util.find_spec(m) is None for m in modules):
-            return f"pip install 'agemem[{extra}]'"
+    for name, (extra, modules, programs) in EXTRAS.items():
+        if not re.search(rf"(?<![a-z]){name}(?![a-z])", text):  # `alfworld_tiny_cpu.yaml` names ALFWorld too
+            continue
+        if any(importlib.util.find_spec(m) is None for m in modules) or any(shutil.which(p) is None for p in programs):
+            return f"pip install 'agemem[{extra}]'" + (" and a Java runtime" if programs else "")
     return ""
 
 
