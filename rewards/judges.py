@@ -330,9 +330,9 @@ class LLMJudge(_ModelJudge):
     A batch's requests run concurrently (``concurrency`` threads), each retried with exponential backoff
     by the ``openai`` SDK (:mod:`agemem.core.httpclient`). Endpoint failures never raise: the item goes to ``fallback``.
     With ``cache_dir``, each reply is stored as ``<cache_dir>/<sha256(model, max_tokens, temperature,
-    messages)>.json`` (atomic write) and reused instead of a request, so one cache serves every run. ``counters``: ``requests`` (items sent to the endpoint),
-    ``cache_hits``, ``errors`` (endpoint failed after retries), ``unparsable`` (a reply without a score),
-    ``fallbacks`` (items the fallback judge scored).
+    messages)>.json`` (atomic write) and reused instead of a request, so one cache serves every run.
+    ``counters``: ``requests`` (items sent to the endpoint), ``cache_hits``, ``errors`` (endpoint failed after
+    retries), ``unparsable`` (a reply without a score), ``fallbacks`` (items the fallback judge scored).
     """
 
     def __init__(
