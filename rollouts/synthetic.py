@@ -40,9 +40,16 @@ class Attribute:
     """question template with ``{entity}``."""
     values: tuple[str, ...]
     """possible answers, each one or two words, none a substring of another in the same attribute."""
+    revision: str | None = None
+    """statement of a changed value ("{entity} has moved to {value}."); None: the attribute never changes."""
 
     def state(self, entity: str, value: str) -> str:
         return self.fact.format(entity=entity, value=value)
+
+    def revise(self, entity: str, value: str) -> str:
+        if self.revision is None:
+            raise ValueError(f"attribute {self.name!r} never changes")
+        return self.revision.format(entity=entity, value=value)
 
     def ask(self, entity: str) -> str:
         return self.question.format(entity=entity)
@@ -58,6 +65,7 @@ ATTRIBUTES: tuple[Attribute, ...] = (
         "{entity} lives in {value}.",
         "In which city does {entity} live?",
         _values("Lisbon, Oslo, Nairobi, Kyoto, Lima, Tallinn, Hanoi, Porto, Quito, Dakar, Perth, Zagreb"),
+        "{entity} has moved to {value}.",
     ),
     Attribute(
         "job",
@@ -67,6 +75,7 @@ ATTRIBUTES: tuple[Attribute, ...] = (
             "glassblower, beekeeper, cartographer, locksmith, ferry pilot, tailor, botanist, clockmaker, "
             "stonemason, librarian, puppeteer, surveyor"
         ),
+        "{entity} has changed jobs and now works as a {value}.",
     ),
     Attribute(
         "pet",
@@ -75,18 +84,21 @@ ATTRIBUTES: tuple[Attribute, ...] = (
         _values(
             "ferret, parrot, tortoise, hedgehog, goldfish, iguana, rabbit, chinchilla, gecko, canary, axolotl, donkey"
         ),
+        "{entity} gave away the old pet and now has a pet {value}.",
     ),
     Attribute(
         "colour",
         "{entity}'s favourite colour is {value}.",
         "What is {entity}'s favourite colour?",
         _values("teal, crimson, amber, violet, ochre, indigo, olive, magenta, turquoise, scarlet, lilac, navy"),
+        "{entity}'s favourite colour is now {value}.",
     ),
     Attribute(
         "instrument",
         "{entity} plays the {value}.",
         "What instrument does {entity} play?",
         _values("cello, oboe, banjo, harp, bassoon, accordion, trombone, ukulele, zither, marimba, bagpipes, sitar"),
+        "{entity} has switched instruments and now plays the {value}.",
     ),
     Attribute(
         "birth_year",
@@ -102,6 +114,7 @@ ATTRIBUTES: tuple[Attribute, ...] = (
             "fencing, rowing, curling, archery, handball, squash, judo, lacrosse, badminton, water polo, cricket, "
             "sailing"
         ),
+        "{entity}'s favourite sport is now {value}.",
     ),
     Attribute(
         "food",
@@ -111,6 +124,7 @@ ATTRIBUTES: tuple[Attribute, ...] = (
             "dumplings, paella, lentil soup, pancakes, risotto, falafel, goulash, sushi, tacos, ratatouille, couscous, "
             "pierogi"
         ),
+        "{entity}'s favourite food is now {value}.",
     ),
 )
 BY_NAME = {attribute.name: attribute for attribute in ATTRIBUTES}
@@ -131,19 +145,29 @@ def generate_synthetic_tasks(
     entities_per_task: int = 3,
     attributes_per_entity: int = 3,
     distractors_per_task: int = 5,
+    revisions: int = 0,
 ) -> list[Task]:
     """``num_tasks`` tasks, ids ``synthetic-{seed}-{i}``; the same arguments always give the same tasks.
 
     ``entities_per_task`` invented people each get ``attributes_per_entity`` Stage-1 facts; the
     question asks one attribute of one of them; ``distractors_per_task`` texts fill Stage 2.
+    ``revisions`` > 0: that many stated facts change in later Stage-1 messages ("Velora Quint has moved to
+    Lima."), one per message after the people's paragraphs, and the question asks the current value of one of
+    them, so a memory of the old value left in place competes with the new one at retrieval (Update or Delete).
     """
     _check_int("num_tasks", num_tasks, 1)
     _check_int("seed", seed, None)
     _check_int("entities_per_task", entities_per_task, 1, MAX_ENTITIES)
     _check_int("attributes_per_entity", attributes_per_entity, 1, len(ATTRIBUTES))
     _check_int("distractors_per_task", distractors_per_task, 0, 50)
+    _check_int("revisions", revisions, 0, min(entities_per_task * attributes_per_entity, MAX_ENTITIES))
+    if revisions and entities_per_task + revisions > MAX_ENTITIES + 2:
+        raise ConfigError(
+            f"entities_per_task + revisions = {entities_per_task + revisions} must be <= {MAX_ENTITIES + 2}: "
+            "every person and every revised value needs its own value of an attribute"
+        )
     return [
-        _generate_task(seed, index, entities_per_task, attributes_per_entity, distractors_per_task)
+        _generate_task(seed, index, entities_per_task, attributes_per_entity, distractors_per_task, revisions)
         for index in range(num_tasks)
     ]
 
@@ -171,11 +195,11 @@ def _check_int(name: str, value: object, low: int | None, high: int | None = Non
         raise ConfigError(f"{name}={value} must be <= {high}")
 
 
-def _generate_task(seed: int, index: int, entities: int, attributes: int, distractors: int) -> Task:
+def _generate_task(seed: int, index: int, entities: int, attributes: int, distractors: int, revisions: int) -> Task:
     # a string seed is hashed with SHA-512 by `random`, so the stream is stable across runs and platforms
     rng = random.Random(f"synthetic/{seed}/{index}")
     for _ in range(_MAX_DRAWS):
-        task = _draw_task(rng, seed, index, entities, attributes, distractors)
+        task = _draw_task(rng, seed, index, entities, attributes, distractors, revisions)
         if task is not None and _is_clean(task):
             return task
     raise RuntimeError(f"could not draw a clean synthetic task {index} for seed {seed}; this is a generator bug")
@@ -215,7 +239,7 @@ def _distinct(names: list[str], candidate: str) -> bool:
 
 
 def _draw_task(
-    rng: random.Random, seed: int, index: int, n_entities: int, n_attributes: int, n_distractors: int
+    rng: random.Random, seed: int, index: int, n_entities: int, n_attributes: int, n_distractors: int, n_revisions: int
 ) -> Task | None:
     people: list[tuple[str, str]] = []
     while len(people) < n_entities:
@@ -231,16 +255,37 @@ def _draw_task(
         chosen = rng.sample(ATTRIBUTES, n_attributes)
         facts[name] = {attribute.name: pool[attribute.name].pop() for attribute in chosen}
 
-    target = rng.randrange(n_entities)
-    entity = names[target]
-    asked = BY_NAME[rng.choice(list(facts[entity]))]
-    answer = facts[entity][asked.name]
-
     contexts = []
     for name in names:
         sentences = [BY_NAME[key].state(name, value) for key, value in facts[name].items()]
         contexts.append(Paragraph(title=name, sentences=sentences))
-    support = SupportingFact(entity, list(facts[entity]).index(asked.name), asked.state(entity, answer))
+
+    # revisions: stated facts that change later, each in its own Stage-1 message after the people's paragraphs
+    changeable = [(name, key) for name in names for key in facts[name] if BY_NAME[key].revision is not None]
+    if len(changeable) < n_revisions:
+        return None
+    revised = rng.sample(changeable, n_revisions)
+    changes: list[dict[str, str]] = []
+    for name, key in revised:
+        if not pool[key]:
+            return None
+        old, new = facts[name][key], pool[key].pop()
+        changes.append({"entity": name, "attribute": key, "old": old, "new": new})
+        facts[name][key] = new
+        contexts.append(Paragraph(title=f"{name} (update)", sentences=[BY_NAME[key].revise(name, new)]))
+
+    if changes:  # the question asks a changed fact: the current value is the answer
+        change = rng.choice(changes)
+        entity, asked = change["entity"], BY_NAME[change["attribute"]]
+        target = names.index(entity)
+        answer = change["new"]
+        support = SupportingFact(f"{entity} (update)", 0, asked.revise(entity, answer))
+    else:
+        target = rng.randrange(n_entities)
+        entity = names[target]
+        asked = BY_NAME[rng.choice(list(facts[entity]))]
+        answer = facts[entity][asked.name]
+        support = SupportingFact(entity, list(facts[entity]).index(asked.name), asked.state(entity, answer))
 
     texts: list[str] = []
     attempts = 0
@@ -276,11 +321,12 @@ def _draw_task(
         supporting_facts=[support],
         metadata={
             "source": "synthetic",
-            "type": "single-fact",
+            "type": "revised-fact" if changes else "single-fact",
             "seed": seed,
             "index": index,
             "entity": entity,
             "attribute": asked.name,
+            **({"revisions": changes} if changes else {}),
         },
         distractors=texts,
     )
@@ -297,5 +343,12 @@ def _is_clean(task: Task) -> bool:
         return False
     asked = BY_NAME[task.metadata["attribute"]]
     entity = task.metadata["entity"]
-    conflicting = {asked.state(entity, v) for v in asked.values if v != task.answer}
+    # a revised fact's old statement is meant to be there (stale); nothing else may give the asked person a value
+    stale = {
+        c["old"] for c in task.metadata.get("revisions", []) if (c["entity"], c["attribute"]) == (entity, asked.name)
+    }
+    others = [v for v in asked.values if v != task.answer and v not in stale]
+    conflicting = {asked.state(entity, v) for v in others}
+    if asked.revision is not None:
+        conflicting |= {asked.revise(entity, v) for v in asked.values if v != task.answer}
     return not any(c in text for c in conflicting for text in sentences + task.distractors)

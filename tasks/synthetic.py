@@ -24,6 +24,7 @@ def load_synthetic_tasks(config: TaskRunConfig) -> list[Task]:
         entities_per_task=synthetic.entities_per_task,
         attributes_per_entity=synthetic.attributes_per_entity,
         distractors_per_task=synthetic.distractors_per_task,
+        revisions=synthetic.revisions,
     )
 
 

@@ -302,6 +302,9 @@ class SyntheticConfig:
     """facts stated about each person (the question asks one of them)."""
     distractors_per_task: int = 5
     """look-alike distractor texts each task carries (distractors.generator=task plays them)."""
+    revisions: int = 0
+    """stated facts that a later Stage-1 message changes ("... has moved to Lima."); the question then asks the
+    current value of one of them, so a stale memory must be updated or deleted. 0 = facts never change."""
 
     def validate(self) -> None:
         if self.num_tasks < 1:

@@ -396,3 +396,68 @@ def test_synthetic_distractors_include_lookalikes_of_the_asked_attribute():
 def test_synthetic_parameter_validation(kwargs, message):
     with pytest.raises(ConfigError, match=message):
         generate_synthetic_tasks(**kwargs)
+
+
+REVISION_GRID = [
+    {"seed": 0, "revisions": 1},
+    {"seed": 4, "entities_per_task": 1, "attributes_per_entity": 1, "distractors_per_task": 1, "revisions": 1},
+    {"seed": 6, "entities_per_task": 5, "attributes_per_entity": 4, "distractors_per_task": 10, "revisions": 4},
+    {
+        "seed": 9,
+        "entities_per_task": MAX_ENTITIES,
+        "attributes_per_entity": len(ATTRIBUTES),
+        "distractors_per_task": 20,
+        "revisions": 2,
+    },
+]
+
+
+@pytest.mark.parametrize("params", REVISION_GRID)
+def test_a_revised_task_asks_the_current_value_and_keeps_the_stale_one_earlier(params):
+    for task in generate_synthetic_tasks(40, **params):
+        changes = task.metadata["revisions"]
+        entity, attribute = task.metadata["entity"], BY_NAME[task.metadata["attribute"]]
+        assert task.metadata["type"] == "revised-fact" and len(changes) == params["revisions"]
+        assert all(c["old"] != c["new"] for c in changes)
+        assert len({(c["entity"], c["attribute"]) for c in changes}) == len(changes)  # each fact changes once
+        (asked,) = [c for c in changes if (c["entity"], c["attribute"]) == (entity, attribute.name)]
+        assert task.answer == asked["new"]
+        titles = [p.title for p in task.contexts]
+        # the stale statement sits in the person's paragraph, the change in its own later message
+        stale, current = attribute.state(entity, asked["old"]), attribute.revise(entity, task.answer)
+        assert stale in task.contexts[titles.index(entity)].sentences
+        [fact] = task.supporting_facts
+        assert fact.text == current and fact.title == f"{entity} (update)"
+        assert titles.index(fact.title) > titles.index(entity)
+        assert [p.sentences for p in task.contexts if p.title.endswith(" (update)")] == [
+            [BY_NAME[c["attribute"]].revise(c["entity"], c["new"])] for c in changes
+        ]
+        # the answer is in the change alone; no other text gives the person another value of the attribute
+        answer = task.answer.lower()
+        assert [s for p in task.contexts for s in p.sentences if answer in s.lower()] == [current]
+        assert answer not in task.question.lower() and all(answer not in d.lower() for d in task.distractors)
+        claims = (attribute.fact.split("{value}")[0].format(entity=entity), current.split(task.answer)[0])
+        texts = [s for p in task.contexts for s in p.sentences] + task.distractors
+        assert sorted(t for t in texts if t.startswith(claims)) == sorted([stale, current])
+
+
+def test_revisions_keep_the_people_and_their_first_statements():
+    plain = generate_synthetic_tasks(30, seed=12, revisions=0)
+    revised = generate_synthetic_tasks(30, seed=12, revisions=2)
+    same = sum(p.contexts == r.contexts[: len(p.contexts)] for p, r in zip(plain, revised))
+    assert same >= 27  # only a task redrawn for want of a changeable fact differs
+    assert all(t.metadata["type"] == "single-fact" and "revisions" not in t.metadata for t in plain)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"revisions": -1}, "revisions=-1 must be >= 0"),
+        ({"revisions": 1.5}, "revisions=1.5 must be an integer"),
+        ({"entities_per_task": 1, "attributes_per_entity": 1, "revisions": 2}, "revisions=2 must be <= 1"),
+        ({"entities_per_task": MAX_ENTITIES, "attributes_per_entity": 3, "revisions": 3}, "must be <= 12"),
+    ],
+)
+def test_revision_settings_are_checked(kwargs, message):
+    with pytest.raises(ConfigError, match=message):
+        generate_synthetic_tasks(1, **kwargs)
