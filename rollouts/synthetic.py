@@ -186,6 +186,12 @@ def fact_statements(count: int, *, seed: int = 0) -> list[tuple[str, str]]:
     return pairs
 
 
+def news_title(entity: str) -> str:
+    """The title of the Stage-1 paragraph changing a fact of ``entity`` ("A friend told me about Velora Quint's
+    news. Velora Quint has moved to Lima.")."""
+    return f"{entity}'s news"
+
+
 def _check_int(name: str, value: object, low: int | None, high: int | None = None) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ConfigError(f"{name}={value!r} must be an integer")
@@ -272,14 +278,14 @@ def _draw_task(
         old, new = facts[name][key], pool[key].pop()
         changes.append({"entity": name, "attribute": key, "old": old, "new": new})
         facts[name][key] = new
-        contexts.append(Paragraph(title=f"{name} (update)", sentences=[BY_NAME[key].revise(name, new)]))
+        contexts.append(Paragraph(title=news_title(name), sentences=[BY_NAME[key].revise(name, new)]))
 
     if changes:  # the question asks a changed fact: the current value is the answer
         change = rng.choice(changes)
         entity, asked = change["entity"], BY_NAME[change["attribute"]]
         target = names.index(entity)
         answer = change["new"]
-        support = SupportingFact(f"{entity} (update)", 0, asked.revise(entity, answer))
+        support = SupportingFact(news_title(entity), 0, asked.revise(entity, answer))
     else:
         target = rng.randrange(n_entities)
         entity = names[target]

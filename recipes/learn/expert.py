@@ -8,9 +8,14 @@ probability so that the imitating policy has room to improve:
   (all kept paragraphs go in one tool call); otherwise it just acknowledges;
 * Stage 2: a distractor is stored with probability ``store_distractor`` (a bad habit: a
   look-alike in LTM competes with the real fact at retrieval time);
+* Stage 1, a changed fact (tasks with ``data.synthetic.revisions``): with probability ``update_stale`` it looks
+  the fact up (``Retrieve_memory`` with the change) and rewrites the entry that states the old value
+  (``Update_memory``, the old sentence replaced by the change); otherwise, or when nothing stored states it, the
+  change is stored like any fact (``store_fact``), beside the stale entry;
 * Stage 3: it calls ``Retrieve_memory`` with the question with probability ``retrieve``, then
-  answers from what it can see: the asked person's sentence if visible, else the value of the
-  closest look-alike sentence (the confusion a careless reader makes), else ``unknown``.
+  answers from what it can see: the first sentence stating the asked person's value (in a retrieval, the
+  best match: a stale memory ranked above its change is read), else the value of the closest look-alike
+  sentence (the confusion a careless reader makes), else ``unknown``.
 
 A habit needs its tool: given the stage tool sets the episode offers (``rollout.stage_tools=paper``), the expert
 never calls a tool its stage does not offer, so its demonstrations never teach a refused call (under the
@@ -31,7 +36,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agemem.rollouts.engines.base import Completion, SamplingParams
-from agemem.rollouts.synthetic import BY_NAME
+from agemem.rollouts.synthetic import BY_NAME, news_title
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -77,6 +82,8 @@ class ExpertHabits:
     """probability of storing a Stage-2 distractor (a mistake)."""
     retrieve: float = 0.6
     """probability of retrieving before answering the Stage-3 question."""
+    update_stale: float = 0.0
+    """probability of updating the stored entry a later Stage-1 message makes stale (revised tasks)."""
     seed: int = 0
     """seed of the expert's coin flips."""
     quote_evidence: bool = False
@@ -92,7 +99,7 @@ class ExpertHabits:
     def __post_init__(self) -> None:
         if self.quote_style not in QUOTE_STYLES:
             raise ValueError(f"quote_style={self.quote_style!r} is not one of {QUOTE_STYLES}")
-        for name in ("store_fact", "store_distractor", "retrieve"):
+        for name in ("store_fact", "store_distractor", "retrieve", "update_stale"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name}={value} is a probability; use a value in [0, 1]")
@@ -114,11 +121,15 @@ class SyntheticExpert:
         self._paragraphs: dict[str, tuple[Task, str]] = {}
         self._distractors: dict[str, Task] = {}
         self._questions: dict[str, Task] = {}
+        self._changes: dict[str, tuple[Task, dict[str, str], str]] = {}  # change text -> (task, change, title)
         for task in tasks:
             if task.metadata.get("source") != "synthetic":
                 raise ValueError(f"task {task.id!r} is not synthetic; the expert knows only rollouts/synthetic tasks")
             for paragraph in task.contexts:
                 self._paragraphs[paragraph.text] = (task, paragraph.title)
+            for change in task.metadata.get("revisions", []):
+                text = BY_NAME[change["attribute"]].revise(change["entity"], change["new"])
+                self._changes[text] = (task, change, news_title(change["entity"]))
             for text in task.distractors:
                 self._distractors[text] = task
             self._questions[task.question] = task
@@ -140,6 +151,10 @@ class SyntheticExpert:
             ):
                 return tool_call_text("Worth keeping.", [("Add_memory", {"content": message})])
             return answer_text("Noted.", "OK")
+        changed = [item for text, item in self._changes.items() if text in message]
+        stated = [title for text, (_, title) in self._paragraphs.items() if text in message]
+        if changed and len(stated) == len(changed):  # a message of changes only (one message per change)
+            return self._bring_up_to_date(*changed[0], message, conversation[users[-1] + 1 :])
         facts = [(text, owner) for text, owner in self._paragraphs.items() if text in message]
         if acted or not facts or not self._offers(1, "Add_memory"):
             return answer_text("Noted.", "OK")
@@ -150,6 +165,33 @@ class SyntheticExpert:
         if self.habits.whole_message:
             return tool_call_text("Worth keeping.", [("Add_memory", {"content": message})])
         return tool_call_text("Worth keeping.", [("Add_memory", {"content": text}) for text in kept])
+
+    def _bring_up_to_date(
+        self, task: Task, change: dict[str, str], title: str, message: str, after: list[dict[str, str]]
+    ) -> str:
+        """A Stage-1 message changing a fact: look it up, then rewrite the stale entry (or store the change)."""
+        attribute = BY_NAME[change["attribute"]]
+        current = attribute.revise(change["entity"], change["new"])
+        calls = [name for m in after if m["role"] == "assistant" for name in called_tools(m["content"])]
+        if calls and calls[-1] != "Retrieve_memory":  # updated or stored: done with this message
+            return answer_text("Noted.", "OK")
+        if not calls:
+            wants = self._flip(task, f"update:{title}", self.habits.update_stale)
+            if wants and self._offers(1, "Retrieve_memory") and self._offers(1, "Update_memory"):
+                return tool_call_text(
+                    "This changes something I may have stored.", [("Retrieve_memory", {"query": current})]
+                )
+        else:  # the lookup came back: rewrite the entry that states the old value, if one does
+            stale = attribute.state(change["entity"], change["old"])
+            for memory in retrieved_memories(after[-1]["content"]):
+                if stale in memory.get("content", ""):
+                    content = memory["content"].replace(stale, current)
+                    update = {"memory_id": memory["memory_id"], "content": content}
+                    return tool_call_text("Out of date: rewrite it.", [("Update_memory", update)])
+        if self._offers(1, "Add_memory") and self._flip(task, f"fact:{title}", self.habits.store_fact):
+            content = message if self.habits.whole_message else current
+            return tool_call_text("Worth keeping.", [("Add_memory", {"content": content})])
+        return answer_text("Not needed.", "OK")
 
     def _answer_question(self, task: Task, conversation: list[dict[str, str]], acted: bool) -> str:
         if not acted and self._offers(3, "Retrieve_memory") and self._flip(task, "retrieve", self.habits.retrieve):
@@ -192,18 +234,48 @@ def visible_answer(task: Task, visible: str) -> str:
 
 
 def visible_evidence(task: Task, visible: str) -> tuple[str, str] | None:
-    """``(value, sentence)`` :func:`visible_answer` reads its answer from, or None when nothing states it."""
+    """``(value, sentence)`` :func:`visible_answer` reads its answer from, or None when nothing states it: of the
+    sentences stating (or changing) the asked attribute, one about the asked person if any, else the most
+    similar-looking name's; among equals the first in ``visible`` (a retrieval lists its best match first)."""
     attribute = BY_NAME[task.metadata["attribute"]]
     entity = task.metadata["entity"]
-    pattern = re.escape(attribute.fact).replace(re.escape("{entity}"), r"(?P<entity>[A-Z][a-z]+ [A-Z][a-z]+)")
-    pattern = pattern.replace(re.escape("{value}"), "(?P<value>" + "|".join(map(re.escape, attribute.values)) + ")")
-    stated = [(m["entity"], m["value"], m.group(0)) for m in re.finditer(pattern, visible)]
+    stated = []
+    for template in (attribute.fact, attribute.revision):
+        if template is None:
+            continue
+        pattern = re.escape(template).replace(re.escape("{entity}"), r"(?P<entity>[A-Z][a-z]+ [A-Z][a-z]+)")
+        values = "(?P<value>" + "|".join(map(re.escape, attribute.values)) + ")"
+        pattern = pattern.replace(re.escape("{value}"), values)
+        stated += [(m.start(), m["entity"], m["value"], m.group(0)) for m in re.finditer(pattern, visible)]
     if not stated:
         return None
-    _, value, sentence = max(
-        stated, key=lambda nvs: (nvs[0] == entity, difflib.SequenceMatcher(None, nvs[0], entity).ratio())
+    stated.sort()  # max keeps the first of equals: the earliest
+    _, _, value, sentence = max(
+        stated, key=lambda pnvs: (pnvs[1] == entity, difflib.SequenceMatcher(None, pnvs[1], entity).ratio())
     )
     return value, sentence
+
+
+def called_tools(text: str) -> list[str]:
+    """The tool names of an AgeMem response's ``<tool_call>`` (none when it has none or it does not parse)."""
+    found = re.search(r"<tool_call>(.*?)</tool_call>", text, re.DOTALL)
+    try:
+        calls = json.loads(found.group(1)) if found else []
+    except ValueError:
+        return []
+    return [call.get("name", "") for call in calls if isinstance(call, dict)] if isinstance(calls, list) else []
+
+
+def retrieved_memories(text: str) -> list[dict[str, Any]]:
+    """The memories listed in a tool-response message (``<tool_response>`` blocks of JSON), in their order."""
+    memories = []
+    for block in re.findall(r"<tool_response>(.*?)</tool_response>", text, re.DOTALL):
+        try:
+            payload = json.loads(block)
+        except ValueError:
+            continue
+        memories += [m for m in payload.get("memories", []) if isinstance(m, dict)] if isinstance(payload, dict) else []
+    return memories
 
 
 @dataclass

@@ -191,6 +191,7 @@ def _play_expert(
             store_fact,
             store_distractor,
             retrieve,
+            update_stale=learn_cfg.expert_update_stale,
             seed=seed,
             whole_message=learn_cfg.expert_whole_message,
             quote_evidence=learn_cfg.expert_quote_evidence,

@@ -14,7 +14,7 @@ from agemem.recipes.learn.expert import (
     parse_chatml,
     visible_answer,
 )
-from agemem.rollouts.synthetic import generate_synthetic_tasks
+from agemem.rollouts.synthetic import BY_NAME, generate_synthetic_tasks
 from tests.rollouts.scripted import play_expert
 
 
@@ -148,3 +148,50 @@ def test_clause_quoting_expert_starts_at_a_fixed_place_and_drops_the_name(qwen_t
     assert evidence_thought("Velo Quint plays the harp.", "sentence") == "Velo Quint plays the harp."
     with pytest.raises(ValueError, match="quote_style='name' is not one of"):
         ExpertHabits(quote_style="name")
+
+
+@pytest.fixture(scope="module")
+def revised():
+    """Tasks whose asked fact changes in a later Stage-1 message."""
+    return generate_synthetic_tasks(6, seed=5, attributes_per_entity=2, distractors_per_task=2, revisions=1)
+
+
+def test_an_updating_expert_rewrites_the_stale_entry_and_answers_the_current_value(qwen_tokenizer, revised):
+    trajectories = play_expert(
+        qwen_tokenizer, revised, ExpertHabits(1.0, 0.0, 1.0, update_stale=1.0), paragraphs_per_turn=1
+    )
+    for trajectory, task in zip(trajectories, revised):
+        (change,) = task.metadata["revisions"]
+        attribute = BY_NAME[change["attribute"]]
+        stale = attribute.state(change["entity"], change["old"])
+        current = attribute.revise(change["entity"], change["new"])
+        people = [p.text for p in task.contexts if not p.title.endswith("'s news")]
+        # one entry per person, the changed person's rewritten in place; the change is not stored twice
+        assert [e["content"] for e in trajectory.final_memory] == [t.replace(stale, current) for t in people]
+        calls = [c["name"] for s in trajectory.steps for c in s.tool_calls]
+        assert calls == ["Add_memory"] * 3 + ["Retrieve_memory", "Update_memory", "Retrieve_memory"]
+        assert trajectory.answer == task.answer and all(not s.violations for s in trajectory.steps)
+
+
+def test_an_expert_that_skips_the_update_keeps_both_and_reads_its_best_match(qwen_tokenizer, revised):
+    trajectories = play_expert(qwen_tokenizer, revised, ExpertHabits(1.0, 0.0, 1.0), paragraphs_per_turn=1)
+    for trajectory, task in zip(trajectories, revised):
+        (change,) = task.metadata["revisions"]
+        attribute = BY_NAME[change["attribute"]]
+        contents = [e["content"] for e in trajectory.final_memory]
+        assert attribute.revise(change["entity"], change["new"]) in contents  # the change, stored as a fact
+        assert any(attribute.state(change["entity"], change["old"]) in c for c in contents)  # beside the stale one
+        assert "Update_memory" not in [c["name"] for s in trajectory.steps for c in s.tool_calls]
+        # the answer is read from the retrieval's first memory about the person: old or new, as it ranked
+        retrieval = trajectory.steps[-1].prompt_text.split("<tool_response>")[-1]
+        assert trajectory.answer == visible_answer(task, retrieval) in (change["old"], change["new"])
+
+
+def test_the_reader_takes_the_first_statement_about_the_person_old_or_new():
+    (task,) = generate_synthetic_tasks(1, seed=5, revisions=1)
+    (change,) = task.metadata["revisions"]
+    attribute = BY_NAME[change["attribute"]]
+    stale = attribute.state(change["entity"], change["old"])
+    current = attribute.revise(change["entity"], change["new"])
+    assert visible_answer(task, f"{stale}\n{current}") == change["old"]
+    assert visible_answer(task, f"{current}\n{stale}") == change["new"]

@@ -159,9 +159,9 @@ class MemoryAgent:
         return call("Add_memory", content=message)
 
 
-def play_expert(tokenizer, tasks, habits, stage_tools="all"):
+def play_expert(tokenizer, tasks, habits, stage_tools="all", paragraphs_per_turn=3):
     """The synthetic expert plays each task once through the real driver and env (word-set encoder),
-    with all of a task's people in one Stage-1 message, as `agemem learn` plays them; ``stage_tools``
+    with ``paragraphs_per_turn`` paragraphs in each Stage-1 message (3: a task's people in one); ``stage_tools``
     is ``rollout.stage_tools``, told to the expert as the recipe tells it."""
     from agemem.core.chat import end_of_turn_ids
     from agemem.core.tools import PAPER_STAGE_TOOLS
@@ -174,7 +174,7 @@ def play_expert(tokenizer, tasks, habits, stage_tools="all"):
     config.env.system_prompt = "Manage your memory."
     config.env.summarizer.backend = "extractive"
     config.rollout.rollouts_per_task = 1
-    config.rollout.paragraphs_per_turn = 3
+    config.rollout.paragraphs_per_turn = paragraphs_per_turn
     config.rollout.introspective_top_k = 0
     config.rollout.stage_tools = stage_tools
     offered = PAPER_STAGE_TOOLS if stage_tools == "paper" else None

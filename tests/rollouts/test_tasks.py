@@ -427,9 +427,9 @@ def test_a_revised_task_asks_the_current_value_and_keeps_the_stale_one_earlier(p
         stale, current = attribute.state(entity, asked["old"]), attribute.revise(entity, task.answer)
         assert stale in task.contexts[titles.index(entity)].sentences
         [fact] = task.supporting_facts
-        assert fact.text == current and fact.title == f"{entity} (update)"
+        assert fact.text == current and fact.title == f"{entity}'s news"
         assert titles.index(fact.title) > titles.index(entity)
-        assert [p.sentences for p in task.contexts if p.title.endswith(" (update)")] == [
+        assert [p.sentences for p in task.contexts if p.title.endswith("'s news")] == [
             [BY_NAME[c["attribute"]].revise(c["entity"], c["new"])] for c in changes
         ]
         # the answer is in the change alone; no other text gives the person another value of the attribute
