@@ -43,6 +43,7 @@ from agemem.train.loop import Timer
 
 if TYPE_CHECKING:
     from agemem.core.encoders import Encoder
+    from agemem.recipes.learn.expert import ExpertHabits
     from agemem.recipes.learn.sft import SFTSettings
     from agemem.rollouts.records import Trajectory
     from agemem.rollouts.tasks import Task
@@ -58,9 +59,10 @@ REPORT_METRICS = (
     ("generated_tokens", "generated tokens"),
     ("violations", "format violations"),
 )
-READING_DRILL_HABITS = (1.0, 0.0, 1.0)
-"""the reading drills' expert stores every fact, no distractor, and always retrieves: each drill ends with a
-correct answer read from retrieved memories (only that answer is trained on, :func:`.sft.reading_drill_dataset`)."""
+READING_DRILL_HABITS = (1.0, 0.0, 1.0, 1.0)
+"""the reading drills' expert stores every fact, no distractor, always retrieves and brings changed facts up to
+date: each drill ends with a correct answer read from retrieved memories (only that answer is trained on,
+:func:`.sft.reading_drill_dataset`)."""
 TOKENIZER_DEMOS = 64
 """tokenizer-corpus tasks also played by the expert, so the tool-call and tool-response text is in the corpus."""
 
@@ -169,35 +171,45 @@ def _play_expert(
     tasks: list[Task],
     tokenizer,
     encoder: Encoder,
-    habits: tuple[float, float, float] | None = None,
+    habits: tuple[float, float, float, float] | None = None,
 ) -> list[Trajectory]:
     """The expert plays each task once; its responses are encoded with ``tokenizer``. ``habits``:
-    (store fact, store distractor, retrieve) probabilities instead of the config's imperfect ones."""
+    (store fact, store distractor, retrieve, update stale) probabilities instead of the config's imperfect ones."""
+    from agemem.recipes.learn.expert import ExpertHabits
+
+    learn_cfg = config.learn
+    store_fact, store_distractor, retrieve, update_stale = habits or (
+        learn_cfg.expert_store_fact,
+        learn_cfg.expert_store_distractor,
+        learn_cfg.expert_retrieve,
+        learn_cfg.expert_update_stale,
+    )
+    expert_habits = ExpertHabits(
+        store_fact,
+        store_distractor,
+        retrieve,
+        update_stale=update_stale,
+        seed=seed,
+        whole_message=learn_cfg.expert_whole_message,
+        quote_evidence=learn_cfg.expert_quote_evidence,
+        quote_style=learn_cfg.expert_quote_style,
+    )
+    return play_expert(config, tasks, tokenizer, encoder, expert_habits)
+
+
+def play_expert(
+    config: LearnRunConfig, tasks: list[Task], tokenizer, encoder: Encoder, habits: ExpertHabits
+) -> list[Trajectory]:
+    """The scripted expert with ``habits`` plays each task once through the real driver and env of ``config``
+    (one rollout a task); its responses are encoded with ``tokenizer``."""
     from agemem.core.chat import end_of_turn_ids
-    from agemem.recipes.learn.expert import ExpertEngine, ExpertHabits, SyntheticExpert
+    from agemem.recipes.learn.expert import ExpertEngine, SyntheticExpert
     from agemem.rollouts.build import build_driver, build_resources, distractors_for
 
     if not tasks:
         return []
-    learn_cfg = config.learn
-    store_fact, store_distractor, retrieve = habits or (
-        learn_cfg.expert_store_fact,
-        learn_cfg.expert_store_distractor,
-        learn_cfg.expert_retrieve,
-    )
     expert = SyntheticExpert(
-        tasks,
-        ExpertHabits(
-            store_fact,
-            store_distractor,
-            retrieve,
-            update_stale=learn_cfg.expert_update_stale,
-            seed=seed,
-            whole_message=learn_cfg.expert_whole_message,
-            quote_evidence=learn_cfg.expert_quote_evidence,
-            quote_style=learn_cfg.expert_quote_style,
-        ),
-        stage_tools=PAPER_STAGE_TOOLS if config.rollout.stage_tools == "paper" else None,
+        tasks, habits, stage_tools=PAPER_STAGE_TOOLS if config.rollout.stage_tools == "paper" else None
     )
     play = replace(config, rollout=replace(config.rollout, rollouts_per_task=1))
     engine = ExpertEngine(tokenizer, expert, end_of_turn_ids(tokenizer)[0])
@@ -238,7 +250,7 @@ def _stage_demonstrations(
     tokenizer,
     path: Path,
     encoder: Encoder,
-    habits: tuple[float, float, float] | None = None,
+    habits: tuple[float, float, float, float] | None = None,
 ) -> list[Trajectory]:
     from agemem.rollouts.records import TrajectoryWriter, read_trajectories
 
