@@ -146,6 +146,7 @@ def generate_synthetic_tasks(
     attributes_per_entity: int = 3,
     distractors_per_task: int = 5,
     revisions: int = 0,
+    distractor_sentences: int = 1,
 ) -> list[Task]:
     """``num_tasks`` tasks, ids ``synthetic-{seed}-{i}``; the same arguments always give the same tasks.
 
@@ -154,6 +155,8 @@ def generate_synthetic_tasks(
     ``revisions`` > 0: that many stated facts change in later Stage-1 messages ("Velora Quint has moved to
     Lima."), one per message after the people's paragraphs, and the question asks the current value of one of
     them, so a memory of the old value left in place competes with the new one at retrieval (Update or Delete).
+    ``distractor_sentences``: look-alike sentences in each distractor (one Stage-2 message each); more make a
+    long Stage 2 whose messages an agent must filter or summarise to stay inside a prompt budget.
     """
     _check_int("num_tasks", num_tasks, 1)
     _check_int("seed", seed, None)
@@ -161,13 +164,16 @@ def generate_synthetic_tasks(
     _check_int("attributes_per_entity", attributes_per_entity, 1, len(ATTRIBUTES))
     _check_int("distractors_per_task", distractors_per_task, 0, 50)
     _check_int("revisions", revisions, 0, min(entities_per_task * attributes_per_entity, MAX_ENTITIES))
+    _check_int("distractor_sentences", distractor_sentences, 1, 20)
     if revisions and entities_per_task + revisions > MAX_ENTITIES + 2:
         raise ConfigError(
             f"entities_per_task + revisions = {entities_per_task + revisions} must be <= {MAX_ENTITIES + 2}: "
             "every person and every revised value needs its own value of an attribute"
         )
     return [
-        _generate_task(seed, index, entities_per_task, attributes_per_entity, distractors_per_task, revisions)
+        _generate_task(
+            seed, index, entities_per_task, attributes_per_entity, distractors_per_task, revisions, distractor_sentences
+        )
         for index in range(num_tasks)
     ]
 
@@ -201,11 +207,13 @@ def _check_int(name: str, value: object, low: int | None, high: int | None = Non
         raise ConfigError(f"{name}={value} must be <= {high}")
 
 
-def _generate_task(seed: int, index: int, entities: int, attributes: int, distractors: int, revisions: int) -> Task:
+def _generate_task(
+    seed: int, index: int, entities: int, attributes: int, distractors: int, revisions: int, sentences: int
+) -> Task:
     # a string seed is hashed with SHA-512 by `random`, so the stream is stable across runs and platforms
     rng = random.Random(f"synthetic/{seed}/{index}")
     for _ in range(_MAX_DRAWS):
-        task = _draw_task(rng, seed, index, entities, attributes, distractors, revisions)
+        task = _draw_task(rng, seed, index, entities, attributes, distractors, revisions, sentences)
         if task is not None and _is_clean(task):
             return task
     raise RuntimeError(f"could not draw a clean synthetic task {index} for seed {seed}; this is a generator bug")
@@ -245,7 +253,14 @@ def _distinct(names: list[str], candidate: str) -> bool:
 
 
 def _draw_task(
-    rng: random.Random, seed: int, index: int, n_entities: int, n_attributes: int, n_distractors: int, n_revisions: int
+    rng: random.Random,
+    seed: int,
+    index: int,
+    n_entities: int,
+    n_attributes: int,
+    n_distractors: int,
+    n_revisions: int,
+    n_sentences: int,
 ) -> Task | None:
     people: list[tuple[str, str]] = []
     while len(people) < n_entities:
@@ -294,27 +309,19 @@ def _draw_task(
         support = SupportingFact(entity, list(facts[entity]).index(asked.name), asked.state(entity, answer))
 
     texts: list[str] = []
+    pending: list[str] = []  # the sentences of the distractor being written
     attempts = 0
     while len(texts) < n_distractors:
         attempts += 1
-        if attempts > 20 * (n_distractors + 1):
+        if attempts > 20 * (n_distractors + 1) * n_sentences:
             return None
-        kind = rng.choice(("lookalike", "lookalike", "lookalike-other", "new-attribute"))
-        if kind == "new-attribute":
-            person = rng.choice(names)
-            unused = [a for a in ATTRIBUTES if a.name not in facts[person]]
-            if not unused:
-                continue
-            attribute = rng.choice(unused)
-            sentence = attribute.state(person, rng.choice(attribute.values))
-        else:
-            first, last = people[target] if kind == "lookalike" or rng.random() < 0.5 else rng.choice(people)
-            other = _lookalike(rng, first, last)
-            if not _distinct(names, other):
-                continue
-            attribute = asked if kind == "lookalike" else rng.choice(ATTRIBUTES)
-            sentence = attribute.state(other, rng.choice(attribute.values))
-        text = rng.choice(_LEAD_INS) + sentence
+        sentence = _distractor_sentence(rng, people, names, facts, target, asked)
+        if sentence is None or sentence in pending:
+            continue
+        pending.append(sentence)
+        if len(pending) < n_sentences:
+            continue
+        text, pending = rng.choice(_LEAD_INS) + " ".join(pending), []
         if answer.lower() in text.lower() or text in texts:
             continue
         texts.append(text)
@@ -336,6 +343,31 @@ def _draw_task(
         },
         distractors=texts,
     )
+
+
+def _distractor_sentence(
+    rng: random.Random,
+    people: list[tuple[str, str]],
+    names: list[str],
+    facts: dict[str, dict[str, str]],
+    target: int,
+    asked: Attribute,
+) -> str | None:
+    """One look-alike sentence of the kinds in the module docstring, or None when the draw is unusable."""
+    kind = rng.choice(("lookalike", "lookalike", "lookalike-other", "new-attribute"))
+    if kind == "new-attribute":
+        person = rng.choice(names)
+        unused = [a for a in ATTRIBUTES if a.name not in facts[person]]
+        if not unused:
+            return None
+        attribute = rng.choice(unused)
+        return attribute.state(person, rng.choice(attribute.values))
+    first, last = people[target] if kind == "lookalike" or rng.random() < 0.5 else rng.choice(people)
+    other = _lookalike(rng, first, last)
+    if not _distinct(names, other):
+        return None
+    attribute = asked if kind == "lookalike" else rng.choice(ATTRIBUTES)
+    return attribute.state(other, rng.choice(attribute.values))
 
 
 def _is_clean(task: Task) -> bool:

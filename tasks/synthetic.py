@@ -25,6 +25,7 @@ def load_synthetic_tasks(config: TaskRunConfig) -> list[Task]:
         attributes_per_entity=synthetic.attributes_per_entity,
         distractors_per_task=synthetic.distractors_per_task,
         revisions=synthetic.revisions,
+        distractor_sentences=synthetic.distractor_sentences,
     )
 
 

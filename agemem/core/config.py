@@ -305,6 +305,8 @@ class SyntheticConfig:
     revisions: int = 0
     """stated facts that a later Stage-1 message changes ("... has moved to Lima."); the question then asks the
     current value of one of them, so a stale memory must be updated or deleted. 0 = facts never change."""
+    distractor_sentences: int = 1
+    """look-alike sentences in each distractor text (one Stage-2 message): more make a long Stage 2."""
 
     def validate(self) -> None:
         if self.num_tasks < 1:

@@ -461,3 +461,21 @@ def test_revisions_keep_the_people_and_their_first_statements():
 def test_revision_settings_are_checked(kwargs, message):
     with pytest.raises(ConfigError, match=message):
         generate_synthetic_tasks(1, **kwargs)
+
+
+@pytest.mark.parametrize(("sentences", "params"), [(3, {"seed": 1}), (6, {"seed": 8, "distractors_per_task": 12})])
+def test_long_distractors_hold_that_many_lookalike_sentences_and_never_the_answer(sentences, params):
+    plain = generate_synthetic_tasks(30, **params)
+    long = generate_synthetic_tasks(30, distractor_sentences=sentences, **params)
+    for short, task in zip(plain, long):
+        assert len(task.distractors) == params.get("distractors_per_task", 5)
+        for text in task.distractors:
+            assert text.count(".") == sentences  # one full stop per sentence (names and values carry none)
+            assert task.answer.lower() not in text.lower()
+        # the same people, facts and question: only Stage 2 is longer
+        assert (task.contexts, task.question, task.answer) == (short.contexts, short.question, short.answer)
+
+
+def test_distractor_sentences_is_checked():
+    with pytest.raises(ConfigError, match="distractor_sentences=0 must be >= 1"):
+        generate_synthetic_tasks(1, distractor_sentences=0)
