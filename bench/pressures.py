@@ -7,7 +7,10 @@ real when using the tool raises exact match (the task score alone, no reward ter
   memory: an expert that stores every fact, retrieves before answering vs one that does not retrieve;
 * ``revisions``: one stated fact changes in a later Stage-1 message (``data.synthetic.revisions=1``) and the
   question asks it: an expert that updates the stale entry (Retrieve, then Update) vs one that stores the change
-  beside it; both retrieve before answering and read the first statement about the person they see.
+  beside it; both retrieve before answering and read the first statement about the person they see;
+* ``context``: Stage 2 is long (8 messages of 8 look-alike sentences) and a prompt over 1,024 tokens fails, as a
+  request over a served model's window does (``rollout.max_prompt_tokens``): an expert that summarises the
+  context after each Stage-2 message (``Summary_context``) vs one that lets it grow.
 
 Prints a table (EM of each arm, the paired difference with its 95% t-interval, the tool calls that tell the arms
 apart) and writes ``bench/results/pressures.json``.
@@ -64,6 +67,21 @@ PRESSURES = (
         CAREFUL,
         ExpertHabits(1.0, 0.0, 1.0, update_stale=0.0),
         "Update_memory",
+    ),
+    Pressure(
+        "context",
+        # 8 Stage-2 messages of 8 look-alike sentences each against a 1,024-token prompt cap (a served model's
+        # window: a longer request fails and the episode ends); 2 steps a message (summary, reply)
+        (
+            "data.synthetic.distractors_per_task=8",
+            "data.synthetic.distractor_sentences=8",
+            "distractors.count=8",
+            "rollout.stage2_max_steps=16",
+            "rollout.max_prompt_tokens=1024",
+        ),
+        ExpertHabits(1.0, 0.0, 1.0, update_stale=1.0, summarise_context=1.0),
+        CAREFUL,
+        "Summary_context",
     ),
 )
 

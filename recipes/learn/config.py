@@ -44,6 +44,8 @@ class LearnConfig:
     """expert: probability of retrieving before answering."""
     expert_update_stale: float = 0.0
     """expert: probability of updating a stored fact that a later Stage-1 message changes (data.synthetic.revisions)."""
+    expert_summarise_context: float = 0.0
+    """expert: probability of summarising the context after a Stage-2 distractor it did not store."""
     expert_quote_evidence: bool = False
     """expert: an answer's thought quotes the sentence the value is read from (reading becomes copying)."""
     expert_quote_style: Literal["sentence", "clause"] = "sentence"
@@ -101,7 +103,14 @@ class LearnConfig:
         for name in ("sft_tasks", "eval_tasks", "tokenizer_tasks", "sft_batch_size"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name}={getattr(self, name)} must be >= 1")
-        for name in ("expert_store_fact", "expert_store_distractor", "expert_retrieve", "expert_update_stale"):
+        probabilities = (
+            "expert_store_fact",
+            "expert_store_distractor",
+            "expert_retrieve",
+            "expert_update_stale",
+            "expert_summarise_context",
+        )
+        for name in probabilities:
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ConfigError(f"{name}={getattr(self, name)} is a probability; use a value in [0, 1]")
         if self.sft_micro_batches < 1 or self.sft_batch_size % self.sft_micro_batches:

@@ -7,7 +7,9 @@ probability so that the imitating policy has room to improve:
 * Stage 1: each fact paragraph is stored with ``Add_memory`` with probability ``store_fact``
   (all kept paragraphs go in one tool call); otherwise it just acknowledges;
 * Stage 2: a distractor is stored with probability ``store_distractor`` (a bad habit: a
-  look-alike in LTM competes with the real fact at retrieval time);
+  look-alike in LTM competes with the real fact at retrieval time); otherwise, with probability
+  ``summarise_context``, the context read so far is compressed once the message is read (``Summary_context``
+  over all of it), which keeps a long Stage 2 inside a prompt budget;
 * Stage 1, a changed fact (tasks with ``data.synthetic.revisions``): with probability ``update_stale`` it looks
   the fact up (``Retrieve_memory`` with the change) and rewrites the entry that states the old value
   (``Update_memory``, the old sentence replaced by the change); otherwise, or when nothing stored states it, the
@@ -84,6 +86,8 @@ class ExpertHabits:
     """probability of retrieving before answering the Stage-3 question."""
     update_stale: float = 0.0
     """probability of updating the stored entry a later Stage-1 message makes stale (revised tasks)."""
+    summarise_context: float = 0.0
+    """probability of summarising the context after a Stage-2 distractor it did not store."""
     seed: int = 0
     """seed of the expert's coin flips."""
     quote_evidence: bool = False
@@ -99,7 +103,7 @@ class ExpertHabits:
     def __post_init__(self) -> None:
         if self.quote_style not in QUOTE_STYLES:
             raise ValueError(f"quote_style={self.quote_style!r} is not one of {QUOTE_STYLES}")
-        for name in ("store_fact", "store_distractor", "retrieve", "update_stale"):
+        for name in ("store_fact", "store_distractor", "retrieve", "update_stale", "summarise_context"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name}={value} is a probability; use a value in [0, 1]")
@@ -150,6 +154,12 @@ class SyntheticExpert:
                 and self._flip(task, f"distractor:{message}", self.habits.store_distractor)
             ):
                 return tool_call_text("Worth keeping.", [("Add_memory", {"content": message})])
+            if (
+                not acted
+                and self._offers(2, "Summary_context")
+                and self._flip(task, f"summarise:{message}", self.habits.summarise_context)
+            ):
+                return tool_call_text("Keep the context short.", [("Summary_context", {"span": "all"})])
             return answer_text("Noted.", "OK")
         changed = [item for text, item in self._changes.items() if text in message]
         stated = [title for text, (_, title) in self._paragraphs.items() if text in message]

@@ -59,10 +59,10 @@ REPORT_METRICS = (
     ("generated_tokens", "generated tokens"),
     ("violations", "format violations"),
 )
-READING_DRILL_HABITS = (1.0, 0.0, 1.0, 1.0)
+READING_DRILL_HABITS = (1.0, 0.0, 1.0, 1.0, 0.0)
 """the reading drills' expert stores every fact, no distractor, always retrieves and brings changed facts up to
 date: each drill ends with a correct answer read from retrieved memories (only that answer is trained on,
-:func:`.sft.reading_drill_dataset`)."""
+:func:`.sft.reading_drill_dataset`). It does not summarise: a drill's context is the one its answer is read in."""
 TOKENIZER_DEMOS = 64
 """tokenizer-corpus tasks also played by the expert, so the tool-call and tool-response text is in the corpus."""
 
@@ -171,24 +171,26 @@ def _play_expert(
     tasks: list[Task],
     tokenizer,
     encoder: Encoder,
-    habits: tuple[float, float, float, float] | None = None,
+    habits: tuple[float, float, float, float, float] | None = None,
 ) -> list[Trajectory]:
-    """The expert plays each task once; its responses are encoded with ``tokenizer``. ``habits``:
-    (store fact, store distractor, retrieve, update stale) probabilities instead of the config's imperfect ones."""
+    """The expert plays each task once; its responses are encoded with ``tokenizer``. ``habits``: (store fact,
+    store distractor, retrieve, update stale, summarise context) probabilities instead of the config's ones."""
     from agemem.recipes.learn.expert import ExpertHabits
 
     learn_cfg = config.learn
-    store_fact, store_distractor, retrieve, update_stale = habits or (
+    store_fact, store_distractor, retrieve, update_stale, summarise_context = habits or (
         learn_cfg.expert_store_fact,
         learn_cfg.expert_store_distractor,
         learn_cfg.expert_retrieve,
         learn_cfg.expert_update_stale,
+        learn_cfg.expert_summarise_context,
     )
     expert_habits = ExpertHabits(
         store_fact,
         store_distractor,
         retrieve,
         update_stale=update_stale,
+        summarise_context=summarise_context,
         seed=seed,
         whole_message=learn_cfg.expert_whole_message,
         quote_evidence=learn_cfg.expert_quote_evidence,
@@ -250,7 +252,7 @@ def _stage_demonstrations(
     tokenizer,
     path: Path,
     encoder: Encoder,
-    habits: tuple[float, float, float, float] | None = None,
+    habits: tuple[float, float, float, float, float] | None = None,
 ) -> list[Trajectory]:
     from agemem.rollouts.records import TrajectoryWriter, read_trajectories
 

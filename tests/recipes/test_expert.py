@@ -195,3 +195,19 @@ def test_the_reader_takes_the_first_statement_about_the_person_old_or_new():
     current = attribute.revise(change["entity"], change["new"])
     assert visible_answer(task, f"{stale}\n{current}") == change["old"]
     assert visible_answer(task, f"{current}\n{stale}") == change["new"]
+
+
+def test_a_summarising_expert_keeps_a_long_stage_2_short_and_still_answers(qwen_tokenizer):
+    long_stage_2 = {"distractors_per_task": 4, "distractor_sentences": 10}
+    tasks = generate_synthetic_tasks(4, seed=6, attributes_per_entity=2, **long_stage_2)
+    summarising = play_expert(qwen_tokenizer, tasks, ExpertHabits(1.0, 0.0, 1.0, summarise_context=1.0))
+    growing = play_expert(qwen_tokenizer, tasks, ExpertHabits(1.0, 0.0, 1.0))
+    for short, long, task in zip(summarising, growing, tasks):
+        stage2 = [c["name"] for s in short.steps if s.stage == 2 for c in s.tool_calls]
+        assert stage2 == ["Summary_context"] * 4  # once after each distractor, then a plain reply
+        assert short.answer == long.answer == task.answer
+        last_prompt = short.steps[-1].prompt_text
+        assert not any(d in last_prompt for d in task.distractors)  # no distractor survives verbatim
+        assert all(d in long.steps[-1].prompt_text for d in task.distractors)
+        # a summary line per message (its lead sentence) instead of ten sentences
+        assert short.steps[-1].context_tokens < 0.8 * long.steps[-1].context_tokens
