@@ -15,7 +15,7 @@ real when using the tool raises exact match (the task score alone, no reward ter
 Prints a table (EM of each arm, the paired difference with its 95% t-interval, the tool calls that tell the arms
 apart) and writes ``bench/results/pressures.json``.
 
-    python bench/pressures.py                  # 200 tasks per pressure, about 7 minutes on 2 cores
+    python bench/pressures.py                  # 200 tasks per pressure, about 12 minutes on 2 cores
     python bench/pressures.py --tasks 40 --out /tmp/pressures.json
 """
 
