@@ -423,11 +423,8 @@ class GameBenchmark:
         counts = {(r.get("split"), r["games"]) for r in runs}
         if len(counts) == 1:
             split, games = counts.pop()
-            return (
-                f"{self.suite.title} {split} ({counted(games, 'game')})"
-                if split
-                else f"{self.suite.title} ({counted(games, 'game')})"
-            )
+            where = f"{self.suite.title} {split}" if split else self.suite.title
+            return f"{where} ({counted(games, 'game')})"
         return self.suite.title
 
 

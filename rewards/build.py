@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from agemem.core.config import JudgeConfig, PolicyConfig, RewardConfig
 from agemem.core.configlib import ConfigError
-from agemem.core.files import user_cache_dir
+from agemem.core.files import cache_setting_dir
 from agemem.core.httpclient import ChatClient
 from agemem.rewards.base import Judge
 from agemem.rewards.composite import mean_breakdown, score_trajectories
@@ -40,9 +40,7 @@ def build_rule_judge(config: JudgeConfig, encoder: Encoder | None = None) -> Rul
 
 def judge_cache_dir(config: JudgeConfig) -> Path | None:
     """``reward.judge.cache_dir`` resolved: None when empty (no cache), the user's cache for ``auto``."""
-    if not config.cache_dir:
-        return None
-    return user_cache_dir("judge") if config.cache_dir == "auto" else Path(config.cache_dir).expanduser()
+    return cache_setting_dir(config.cache_dir, "judge")
 
 
 def build_judge(config: JudgeConfig, encoder: Encoder | None = None) -> Judge:

@@ -28,7 +28,7 @@ from tqdm.auto import tqdm
 from agemem.core.config import DistractorConfig
 from agemem.core.configlib import ConfigError
 from agemem.core.encoders import Encoder
-from agemem.core.files import atomic_open, user_cache_dir
+from agemem.core.files import atomic_open, cache_setting_dir
 from agemem.core.summarizers import ChatGenerate
 from agemem.core.text import contains_answer, strip_thinking
 from agemem.rollouts.messages import casual, task_rng
@@ -255,9 +255,7 @@ def prepare_distractors(
 
 def distractor_cache_dir(config: DistractorConfig) -> Path | None:
     """``distractors.cache_dir`` resolved: None when empty (no cache), the user's cache for ``auto``."""
-    if not config.cache_dir:
-        return None
-    return user_cache_dir("distractors") if config.cache_dir == "auto" else Path(config.cache_dir).expanduser()
+    return cache_setting_dir(config.cache_dir, "distractors")
 
 
 def distractor_cache(config: DistractorConfig) -> DistractorCache | None:

@@ -49,3 +49,11 @@ def user_cache_dir(*parts: str) -> Path:
     where what outlives a run and is not part of it goes, never the working directory."""
     root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(root, "agemem", *parts)
+
+
+def cache_setting_dir(setting: str, name: str) -> Path | None:
+    """A ``cache_dir`` setting resolved: None when empty (no cache), :func:`user_cache_dir` ``(name)`` for
+    ``auto``, else the folder it names (``~`` expanded)."""
+    if not setting:
+        return None
+    return user_cache_dir(name) if setting == "auto" else Path(setting).expanduser()

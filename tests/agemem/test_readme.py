@@ -25,6 +25,7 @@ import tomllib
 
 from agemem.entrypoints.cli import parse_command_line
 from agemem.entrypoints.roots import load_command_config, load_eval_config
+from tests.recipes.test_learn import FAST as LEARN_FAST  # `agemem learn` at its own end-to-end test's toy size
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
@@ -234,22 +235,6 @@ def test_a_command_naming_a_game_or_baseline_is_skipped_where_its_extra_is_missi
 TRAIN_FAST = ["rollout.rollouts_per_task=2", "train.tasks_per_step=1", "sampling.max_tokens=16"]
 """a smaller step for every `agemem train` (the steps the README asks for are kept: `--resume` continues them)."""
 EVAL_FAST = ["sampling.max_tokens=16"]
-LEARN_FAST = [
-    "learn.sft_tasks=24",
-    "learn.sft_drills=6",
-    "learn.sft_answer_copies=16",
-    "learn.eval_tasks=4",
-    "learn.tokenizer_tasks=60",
-    "learn.vocab_size=400",
-    "learn.sft_epochs=1",
-    "learn.copy_steps=4",
-    "max_steps=2",
-    "train.tasks_per_step=2",
-    "rollout.rollouts_per_task=2",
-    "policy.tiny_hidden_size=32",
-    "policy.tiny_layers=1",
-    "sampling.max_tokens=24",
-]
 EXTRAS = {  # a benchmark or training task a command names -> (its extra, the modules and programs it needs)
     "alfworld": ("alfworld", ("alfworld", "textworld"), ()),
     "sciworld": ("sciworld", ("scienceworld",), ("java",)),
