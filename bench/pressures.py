@@ -17,6 +17,7 @@ apart) and writes ``bench/results/pressures.json``.
 
     python bench/pressures.py                  # 200 tasks per pressure, about 12 minutes on 2 cores
     python bench/pressures.py --tasks 40 --out /tmp/pressures.json
+    python bench/pressures.py --only context       # one pressure again; the others' rows in --out are kept
 """
 
 from __future__ import annotations
@@ -95,16 +96,26 @@ def play_arm(config: LearnRunConfig, tasks, tokenizer, encoder, habits: ExpertHa
     return {"em": em, "tool_calls": sum(calls) / len(calls)}
 
 
+def commit() -> str:
+    """This checkout's commit (each row records the one it was measured at)."""
+    import subprocess
+
+    argv = ["git", "describe", "--always", "--dirty"]  # "-dirty": measured on uncommitted changes
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, check=False)
+    return done.stdout.strip() or "unknown"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tasks", type=int, default=200)
     parser.add_argument("--seed", type=int, default=7, help="the synthetic generator's seed (held-out-like tasks)")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "pressures.json"))
+    parser.add_argument("--only", choices=[p.name for p in PRESSURES], help="measure one pressure, keep the others")
     args = parser.parse_args()
     console = Console(width=None if sys.stdout.isatty() else 140)  # a log keeps each row on one line
     tokenizer = load_tokenizer()
     rows = []
-    for pressure in PRESSURES:
+    for pressure in (p for p in PRESSURES if args.only in (None, p.name)):
         overrides = [
             f"data.synthetic.num_tasks={args.tasks}",
             f"data.synthetic.seed={args.seed}",
@@ -129,9 +140,14 @@ def main() -> int:
             "tool_calls_uses": uses["tool_calls"],
             "tool_calls_skips": skips["tool_calls"],
             "seconds": round(time.monotonic() - started, 1),
+            "commit": commit(),
         }
         rows.append(row)
         console.print(f"{pressure.name}: EM {row['em_uses']:.3f} using {pressure.tool}, {row['em_skips']:.3f} without")
+    if args.only and Path(args.out).exists():  # the other pressures' rows as they were measured
+        kept = {row["pressure"]: row for row in json.loads(Path(args.out).read_text())["pressures"]}
+        kept[args.only] = rows[0]
+        rows = [kept[p.name] for p in PRESSURES if p.name in kept]
     table = Table(title=f"memory pressures: the scripted expert with and without the tool ({args.tasks} tasks each)")
     columns = ("pressure", "tool", "EM using it", "EM skipping it", "difference [95% CI]", "calls using / skipping")
     for column in columns:

@@ -23,7 +23,7 @@ from agemem.core.config import RolloutConfig
 from agemem.core.env import EnvResources, MemoryEnv
 from agemem.core.summarizers import LLMSummarizer
 from agemem.rollouts.engines.base import Engine, SamplingParams
-from agemem.rollouts.episode import Episode, EpisodeRun, EpisodeSetup, GenerationRequest
+from agemem.rollouts.episode import Episode, EpisodeRun, EpisodeSetup, GenerationRequest, known_texts
 from agemem.rollouts.records import Trajectory, TrajectoryWriter
 
 if TYPE_CHECKING:
@@ -167,6 +167,9 @@ class RolloutDriver:
             raise KeyError(
                 f"no distractors for task(s) {missing[:3]}; build them with agemem.rollouts.distractors.prepare"
             )
+        prefetch = getattr(self.resources.encoder, "prefetch", None)
+        if prefetch is not None:  # one batched embedding of what the episodes will embed one text at a time
+            prefetch(text for task in tasks for text in known_texts(task, distractors[task.id], self.config))
         queue = deque((i, r) for i in range(len(tasks)) for r in range(k))
         limit = self.config.max_live_episodes or len(queue)
         live: list[_Live] = []

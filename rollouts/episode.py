@@ -68,6 +68,13 @@ def qa_stages(task: Task, distractors: list[str], config: RolloutConfig) -> Stag
     return Stages(facts, list(distractors), task.question)
 
 
+def known_texts(task: Task, distractors: list[str], config: RolloutConfig) -> list[str]:
+    """Texts an episode of ``task`` is likely to embed, known before it starts: its Stage-1 messages and their
+    paragraphs (what Add_memory stores), its distractors and its question (what Retrieve_memory asks)."""
+    messages = stage1_messages(task, config.stage1_mode, config.paragraphs_per_turn) if config.stage1 else []
+    return [*messages, *(p.text for p in task.contexts if p.text), *distractors, task.question]
+
+
 @dataclass
 class EpisodeSetup:
     """What every episode of a run shares."""

@@ -35,7 +35,9 @@ def load_config(cls: type[T], path: str | Path | None = None, overrides: list[st
     return from_dict(cls, raw)
 
 
-def read_yaml(path: str | Path) -> dict[str, Any]:
+def read_yaml(path: str | Path, _seen: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """A YAML config file's mapping. ``extends: other.yaml`` (a path relative to the file) starts from that file's
+    mapping and overrides it with this one's: nested mappings merge key by key, anything else is replaced."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config file {str(path)!r} does not exist; pass an existing YAML file")
@@ -45,7 +47,27 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"config file {str(path)!r} is not valid YAML: {err}") from err
     if not isinstance(data, dict):
         raise ConfigError(f"config file {str(path)!r} must hold a mapping at top level, got {type(data).__name__}")
-    return data
+    if "extends" not in data:
+        return data
+    base = data.pop("extends")
+    if not isinstance(base, str) or not base:
+        raise ConfigError(f"config file {str(path)!r}: extends={base!r} must name another YAML file")
+    chain = (*_seen, path.resolve())
+    parent = (path.parent / base).resolve()
+    if parent in chain:
+        raise ConfigError(f"config file {str(path)!r}: extends {base!r} loops back to itself")
+    if not parent.is_file():
+        raise ConfigError(f"config file {str(path)!r}: extends {base!r}, but {parent} does not exist")
+    return merge_mappings(read_yaml(parent, chain), data)
+
+
+def merge_mappings(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """``base`` with ``override`` on top, mappings merged key by key (neither argument changes)."""
+    merged = dict(base)
+    for key, value in override.items():
+        both = isinstance(value, dict) and isinstance(merged.get(key), dict)
+        merged[key] = merge_mappings(merged[key], value) if both else value
+    return merged
 
 
 class CliText(str):

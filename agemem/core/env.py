@@ -518,8 +518,10 @@ class MemoryEnv:
                 tokens_after=self.context_tokens(),
             )
         )
-        message = f"replaced {len(selected)} message(s) with a summary"
-        return {"ok": True, "message": message, "summary": summary.content}
+        # the summary already stands in the span's place in the context: echoing it here would put it there twice
+        # and cost a summary's tokens on every later prompt (a summary then saved little: bench/pressures.py)
+        tokens = f"{tokens_before} -> {self.context_tokens()} context tokens"
+        return {"ok": True, "message": f"replaced {len(selected)} message(s) with a summary ({tokens})"}
 
     def filter_context(self, criteria: str) -> Payload:
         """Filter_context: drops the messages similar to ``criteria``."""

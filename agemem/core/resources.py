@@ -11,6 +11,8 @@ ASSETS = Path(__file__).resolve().parents[1] / "assets"  # agemem/assets, beside
 BUNDLED = {
     "qwen2.5-instruct": ASSETS / "tokenizers" / "qwen2.5-instruct",
     "hotpotqa": ASSETS / "data" / "hotpotqa" / "hotpot_dev_distractor_sample.json",
+    # `agemem learn`'s warm start for seed 0 of configs/learn_cpu.yaml, with its tokenizer (docs/learning.md)
+    "learn-warm-start": ASSETS / "models" / "learn-warm-start",
 }
 
 

@@ -123,6 +123,12 @@ def _cmd_learn(args: argparse.Namespace) -> int:
 
     overrides = [*args.overrides, *(["reward.mode=answer_only"] if args.answer_only else [])]
     config = load_command_config("learn", args.config, overrides)
+    if args.bundle_warm_start:
+        from agemem.recipes.learn.bundle import bundle_warm_start
+
+        manifest = bundle_warm_start(config, args.bundle_warm_start, progress=config.logging.progress)
+        print(f"warm start of seed {manifest['seed']} bundled in {args.bundle_warm_start} (MANIFEST.json: its hashes)")
+        return 0
     report = learn(config, progress=config.logging.progress)
     console = Console()
     console.print(report_table(report))
@@ -367,6 +373,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_arguments(learn)
     learn.add_argument(
         "--answer-only", action="store_true", help="ablation: train with R = R_task + penalties (reward.mode)"
+    )
+    learn.add_argument(
+        "--bundle-warm-start",
+        metavar="DIR",
+        help="only train the first seed's warm start (stages 1-3) and copy it with its tokenizer and a manifest of "
+        "hashes into DIR (agemem/assets/models/learn-warm-start: the package's bundled:learn-warm-start)",
     )
     handlers["learn"] = _cmd_learn
 

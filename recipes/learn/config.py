@@ -7,6 +7,7 @@ that same config with the warm start as ``policy.model``) plus the recipe's own 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal
 
 from agemem.core.configlib import ConfigError
@@ -23,6 +24,10 @@ class LearnConfig:
 
     seeds: list[int] = field(default_factory=lambda: [0])
     """run seeds; each trains its own tokenizer, model, warm start and GRPO run on its own task sets."""
+    warm_start: str = ""
+    """GRPO starts from this warm start instead of one trained per seed (stages 1-3 skipped): a folder with a policy
+    and its tokenizer (an earlier run's output_dir/seed_N/warm_start), or bundled:learn-warm-start, the package's
+    (seed 0 of configs/learn_cpu.yaml, `agemem learn --bundle-warm-start` rebuilds it). "" = train one per seed."""
     sft_tasks: int = 1000
     """synthetic tasks the expert demonstrates for the warm start (one demonstration each)."""
     sft_drills: int = 1000
@@ -81,6 +86,16 @@ class LearnConfig:
     128-wide model on a CPU (bench/sft_batching.py); both warm starts whose SFT ran with eager drifted under GRPO."""
 
     def validate(self) -> None:
+        if self.warm_start:
+            from agemem.core.resources import resolve
+
+            folder = Path(resolve(self.warm_start)).expanduser()
+            if not (folder / "config.json").is_file() or not (folder / "tokenizer_config.json").is_file():
+                raise ConfigError(
+                    f"warm_start={self.warm_start!r}: {folder} holds no policy with its tokenizer (config.json, "
+                    "tokenizer_config.json); give an earlier run's output_dir/seed_N/warm_start, "
+                    'bundled:learn-warm-start, or "" to train one per seed'
+                )
         if not self.seeds or len(set(self.seeds)) != len(self.seeds):
             raise ConfigError(f"seeds={self.seeds} must be a non-empty list of distinct integers")
         if not 0.0 <= self.copy_word_share <= 1.0:

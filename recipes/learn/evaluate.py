@@ -11,7 +11,18 @@ training) and scored with the run's reward. Per episode we record:
 * ``retrieved``: 1 when the agent called Retrieve_memory at least once;
 * ``context_tokens``: R_compression's token count of the final context;
 * ``generated_tokens``: completion tokens over all LLM steps;
-* ``steps``: LLM steps; ``violations``: format violations.
+* ``steps``: LLM steps; ``violations``: format violations;
+
+and, per tool, whether the episode used it *usefully* (the behaviour each memory pressure of the synthetic family
+rewards, ``bench/pressures.py``):
+
+* ``retrieved_before_answer``: Retrieve_memory called in Stage 3, before the answer (recall: the answer is only in
+  long-term memory);
+* ``updated_stale``: a stored entry that a later Stage-1 message made stale was rewritten or deleted (Update_memory,
+  Delete_memory): the stale sentence was written to memory and the final memory no longer holds it (revisions);
+* ``stale_kept``: the final memory still holds a stale sentence (the failure ``updated_stale`` avoids);
+* ``managed_context``: Summary_context or Filter_context called in Stage 2 and the episode never hit the prompt cap
+  (``rollout.max_prompt_tokens``; context pressure); ``overflowed``: the episode ended on the cap.
 """
 
 from __future__ import annotations
@@ -27,6 +38,7 @@ from agemem.rewards.build import build_scorer
 from agemem.rewards.judges import exact_match
 from agemem.rollouts.build import build_driver, build_engine, build_resources, distractors_for
 from agemem.rollouts.policy import load_policy
+from agemem.rollouts.synthetic import BY_NAME
 from agemem.train.config import TrainRunConfig
 
 if TYPE_CHECKING:
@@ -45,7 +57,19 @@ METRICS = (
     "generated_tokens",
     "steps",
     "violations",
+    "retrieved_before_answer",
+    "updated_stale",
+    "stale_kept",
+    "managed_context",
+    "overflowed",
 )
+USEFUL_USE = {
+    "Retrieve": "retrieved_before_answer",
+    "Update/Delete": "updated_stale",
+    "Summary/Filter": "managed_context",
+}
+"""each tool family and the per-episode metric that says it was used where it helps."""
+_UNSCORED = float("nan")  # a metric an older evaluation file did not record
 
 
 @dataclass
@@ -62,6 +86,11 @@ class EpisodeScore:
     steps: float
     violations: float
     answer: str | None
+    retrieved_before_answer: float = _UNSCORED
+    updated_stale: float = _UNSCORED
+    stale_kept: float = _UNSCORED
+    managed_context: float = _UNSCORED
+    overflowed: float = _UNSCORED
 
 
 def episode_score(trajectory: Trajectory, task: Task, breakdown: dict[str, float]) -> EpisodeScore:
@@ -84,7 +113,41 @@ def episode_score(trajectory: Trajectory, task: Task, breakdown: dict[str, float
         steps=float(len(trajectory.steps)),
         violations=breakdown["violations"],
         answer=trajectory.answer,
+        **tool_use(trajectory, task),
     )
+
+
+def _calls(trajectory: Trajectory, names: tuple[str, ...], stage: int | None = None) -> list[dict[str, Any]]:
+    return [
+        call
+        for step in trajectory.steps
+        if stage is None or step.stage == stage
+        for call in step.tool_calls
+        if call.get("name") in names
+    ]
+
+
+def stale_sentences(task: Task) -> list[str]:
+    """The Stage-1 sentences a later Stage-1 message of ``task`` changes (``data.synthetic.revisions``)."""
+    return [BY_NAME[c["attribute"]].state(c["entity"], c["old"]) for c in task.metadata.get("revisions", [])]
+
+
+def tool_use(trajectory: Trajectory, task: Task) -> dict[str, float]:
+    """Per tool, whether ``trajectory`` used it where it helps (the module docstring's last five metrics)."""
+    stale = stale_sentences(task)
+    arguments = [call.get("arguments") for call in _calls(trajectory, ("Add_memory",))]
+    written = [str(a.get("content", "")) for a in arguments if isinstance(a, dict)]  # a malformed call wrote nothing
+    stored_stale = {s for s in stale if any(s in content for content in written)}
+    kept = {s for s in stale if any(s in entry["content"] for entry in trajectory.final_memory)}
+    overflowed = trajectory.ended_by == "prompt_too_long"
+    compressed = bool(_calls(trajectory, ("Summary_context", "Filter_context"), stage=2))
+    return {
+        "retrieved_before_answer": float(bool(_calls(trajectory, ("Retrieve_memory",), stage=3))),
+        "updated_stale": float(bool(stored_stale - kept)),
+        "stale_kept": float(bool(kept)),
+        "managed_context": float(compressed and not overflowed),
+        "overflowed": float(overflowed),
+    }
 
 
 def evaluate_policy(

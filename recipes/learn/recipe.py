@@ -31,6 +31,7 @@ from agemem.core.hostmem import MemoryReleaser
 from agemem.core.tools import PAPER_STAGE_TOOLS
 from agemem.recipes.learn.config import LearnConfig, LearnRunConfig
 from agemem.recipes.learn.evaluate import (
+    USEFUL_USE,
     EpisodeScore,
     ci_dict,
     evaluate_policy,
@@ -58,6 +59,11 @@ REPORT_METRICS = (
     ("context_tokens", "context tokens"),
     ("generated_tokens", "generated tokens"),
     ("violations", "format violations"),
+    ("retrieved_before_answer", "retrieved before answering"),
+    ("updated_stale", "stale entry updated/deleted"),
+    ("stale_kept", "stale entry left in memory"),
+    ("managed_context", "summarised/filtered, no overflow"),
+    ("overflowed", "ended on the prompt cap"),
 )
 READING_DRILL_HABITS = (1.0, 0.0, 1.0, 1.0, 0.0)
 """the reading drills' expert stores every fact, no distractor, always retrieves and brings changed facts up to
@@ -112,21 +118,13 @@ def _run_seed(config: LearnRunConfig, seed: int, out: Path, encoder: Encoder, *,
     seeds = TaskSeeds.derive(config, seed)
     timer = Timer(memory=True)
 
-    # 1. tokenizer
-    tokenizer = _stage_tokenizer(config, seeds, out / "tokenizer", encoder)
-    timer.lap("tokenizer")
-    # 2. demonstrations
-    sft_tasks = synthetic_tasks(config, config.learn.sft_tasks, seeds.sft)
-    demos = _stage_demonstrations(config, seed, sft_tasks, tokenizer, out / "demonstrations.jsonl", encoder)
-    drill_tasks = synthetic_tasks(config, config.learn.sft_drills, seeds.drill) if config.learn.sft_drills else []
-    drills = _stage_demonstrations(
-        config, seed, drill_tasks, tokenizer, out / "drills.jsonl", encoder, habits=READING_DRILL_HABITS
-    )
-    timer.lap("demonstrate")
-    # 3. warm start
-    warm = _stage_warm_start(config, seed, tokenizer, demos, drills, out / "warm_start", progress=progress)
-    del demos, drills  # ~0.3 GB of token-id lists nothing after the warm start reads
-    timer.lap("warm_start")
+    # 1-3. tokenizer, demonstrations, warm start; or the warm start learn.warm_start gives
+    if config.learn.warm_start:
+        from agemem.core.resources import resolve
+
+        warm = Path(resolve(config.learn.warm_start)).expanduser()
+    else:
+        warm = train_warm_start(config, seed, out, encoder, timer, progress=progress)
     # 4. evaluate the warm start
     eval_tasks = synthetic_tasks(config, config.learn.eval_tasks, seeds.eval)
     before = _stage_evaluate(config, seed, warm, eval_tasks, out / "eval_warm_start.jsonl", encoder, progress)
@@ -157,6 +155,30 @@ def _run_seed(config: LearnRunConfig, seed: int, out: Path, encoder: Encoder, *,
     return result
 
 
+def train_warm_start(
+    config: LearnRunConfig, seed: int, out: Path, encoder: Encoder, timer: Timer, *, progress: bool
+) -> Path:
+    """Stages 1-3 of run seed ``seed`` under ``out`` (each skipped when its output exists, a lap of ``timer`` each);
+    returns the warm start's folder (the policy and its tokenizer)."""
+    seeds = TaskSeeds.derive(config, seed)
+    # 1. tokenizer
+    tokenizer = _stage_tokenizer(config, seeds, out / "tokenizer", encoder)
+    timer.lap("tokenizer")
+    # 2. demonstrations
+    sft_tasks = synthetic_tasks(config, config.learn.sft_tasks, seeds.sft)
+    demos = _stage_demonstrations(config, seed, sft_tasks, tokenizer, out / "demonstrations.jsonl", encoder)
+    drill_tasks = synthetic_tasks(config, config.learn.sft_drills, seeds.drill) if config.learn.sft_drills else []
+    drills = _stage_demonstrations(
+        config, seed, drill_tasks, tokenizer, out / "drills.jsonl", encoder, habits=READING_DRILL_HABITS
+    )
+    timer.lap("demonstrate")
+    # 3. warm start
+    warm = _stage_warm_start(config, seed, tokenizer, demos, drills, out / "warm_start", progress=progress)
+    del demos, drills  # ~0.3 GB of token-id lists nothing after the warm start reads
+    timer.lap("warm_start")
+    return warm
+
+
 def synthetic_tasks(config: LearnRunConfig, count: int, generator_seed: int) -> list[Task]:
     """``count`` synthetic tasks of generator seed ``generator_seed``, shaped by ``data.synthetic``."""
     from agemem.tasks import load_tasks
@@ -175,17 +197,24 @@ def _play_expert(
 ) -> list[Trajectory]:
     """The expert plays each task once; its responses are encoded with ``tokenizer``. ``habits``: (store fact,
     store distractor, retrieve, update stale, summarise context) probabilities instead of the config's ones."""
+    return play_expert(config, tasks, tokenizer, encoder, expert_habits(config.learn, seed, habits))
+
+
+def expert_habits(
+    learn_cfg: LearnConfig, seed: int, rates: tuple[float, float, float, float, float] | None = None
+) -> ExpertHabits:
+    """The expert ``learn.expert_*`` describes, flipping its coins with ``seed``; ``rates`` (store fact, store
+    distractor, retrieve, update stale, summarise context) replace its five probabilities."""
     from agemem.recipes.learn.expert import ExpertHabits
 
-    learn_cfg = config.learn
-    store_fact, store_distractor, retrieve, update_stale, summarise_context = habits or (
+    store_fact, store_distractor, retrieve, update_stale, summarise_context = rates or (
         learn_cfg.expert_store_fact,
         learn_cfg.expert_store_distractor,
         learn_cfg.expert_retrieve,
         learn_cfg.expert_update_stale,
         learn_cfg.expert_summarise_context,
     )
-    expert_habits = ExpertHabits(
+    return ExpertHabits(
         store_fact,
         store_distractor,
         retrieve,
@@ -196,7 +225,6 @@ def _play_expert(
         quote_evidence=learn_cfg.expert_quote_evidence,
         quote_style=learn_cfg.expert_quote_style,
     )
-    return play_expert(config, tasks, tokenizer, encoder, expert_habits)
 
 
 def play_expert(
@@ -400,11 +428,16 @@ def compare_seeds(config: LearnRunConfig, results: list[dict[str, Any]]) -> dict
     """Means over seeds of every metric before and after GRPO, and the EM improvement's intervals:
     across seeds (Student t over the per-seed mean differences) and pooled (paired over all episodes)."""
     metrics = [name for name, _ in REPORT_METRICS]
-    before = {m: sum(r["before"][m] for r in results) / len(results) for m in metrics}
-    after = {m: sum(r["after"][m] for r in results) / len(results) for m in metrics}
+    before = {m: sum(r["before"].get(m, math.nan) for r in results) / len(results) for m in metrics}
+    after = {m: sum(r["after"].get(m, math.nan) for r in results) / len(results) for m in metrics}
     per_seed = [r["em_difference"]["mean"] for r in results]
     across = ci_dict(per_seed)
     pooled = ci_dict([d for r in results for d in r["em_differences"]])
+    # each tool's useful use: on how many seeds it rose (a seed whose evaluation predates the metric counts as not)
+    rises = {
+        tool: sum(r["after"].get(metric, math.nan) > r["before"].get(metric, math.nan) for r in results)
+        for tool, metric in USEFUL_USE.items()
+    }
     return {
         "seeds": [r["seed"] for r in results],
         "reward_mode": config.reward.mode,
@@ -413,6 +446,7 @@ def compare_seeds(config: LearnRunConfig, results: list[dict[str, Any]]) -> dict
         "em_improvement_across_seeds": across,
         "em_improvement_pooled": pooled,
         "improves": bool(across["low"] > 0) if len(results) > 1 else bool(pooled["low"] > 0),
+        "useful_use_rises_on_seeds": rises,
         "per_seed": [
             {k: r.get(k, {}) for k in ("seed", "before", "after", "em_difference", "timings", "peak_resident_gib")}
             for r in results
@@ -433,6 +467,8 @@ def report_table(report: dict[str, Any]):
     for name, label in REPORT_METRICS:
         b, a = report["before"][name], report["after"][name]
         table.add_row(label, f"{b:.3f}", f"{a:.3f}", f"{a - b:+.3f}")
+    for tool, rose in report.get("useful_use_rises_on_seeds", {}).items():
+        table.add_row(f"useful {tool} rose", "", "", f"on {rose}/{len(report['seeds'])} seeds")
     for key, label in (("em_improvement_across_seeds", "across seeds"), ("em_improvement_pooled", "pooled")):
         ci = report[key]
         interval = "n/a (one seed)" if math.isnan(ci["low"]) else f"[{ci['low']:+.3f}, {ci['high']:+.3f}]"

@@ -29,6 +29,36 @@ def test_yaml_then_dotted_overrides(tmp_path):
     assert config.env.encoder.batch_size == 64  # untouched fields keep their defaults
 
 
+def test_a_config_extends_another_key_by_key_then_overrides_win(tmp_path):
+    (tmp_path / "base").mkdir()
+    (tmp_path / "base" / "root.yaml").write_text(
+        "env:\n  context:\n    filter_threshold: 0.7\n    max_context_tokens: 1000\n  ltm:\n    max_top_k: 10\n"
+    )
+    (tmp_path / "base" / "middle.yaml").write_text(
+        "extends: root.yaml\nenv:\n  context:\n    max_context_tokens: 2000\n"
+    )
+    (tmp_path / "run.yaml").write_text("extends: base/middle.yaml\nenv:\n  ltm:\n    max_top_k: 12\n")
+    config = load_config(AgeMemConfig, tmp_path / "run.yaml", ["env.context.filter_threshold=0.5"])
+    # each file wins over the one it extends, key by key; the command line wins over all
+    assert config.env.context.max_context_tokens == 2000 and config.env.ltm.max_top_k == 12
+    assert config.env.context.filter_threshold == 0.5
+    assert config.env.ltm.default_top_k == 3  # nobody set it: the default
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("extends: missing.yaml\n", "extends 'missing.yaml', but .* does not exist"),
+        ("extends: run.yaml\n", "loops back to itself"),
+        ("extends: [a.yaml]\n", "must name another YAML file"),
+    ],
+)
+def test_a_bad_extends_names_the_file_and_the_problem(tmp_path, text, message):
+    (tmp_path / "run.yaml").write_text(text)
+    with pytest.raises(ConfigError, match=message):
+        load_config(AgeMemConfig, tmp_path / "run.yaml")
+
+
 @pytest.mark.parametrize(
     ("override", "value"),
     [("a.b=1", 1), ("a.b=0.5", 0.5), ("a.b=true", True), ("a.b=[1, 2]", [1, 2]), ("a.b=x y", "x y")],

@@ -101,7 +101,11 @@ def test_summary_context_all_and_rounds(make_env):
         env.add_user(text, kind="distractor")
         env.step("<answer>ok</answer>")
     obs = observation(env.step(call("Summary_context", span=2)))  # integer span accepted
-    assert obs["ok"] and obs["message"] == "replaced 4 message(s) with a summary"
+    one = env.stats.summaries[0]
+    tokens = f"({one.tokens_before} -> {one.tokens_after} context tokens)"
+    assert obs == {"tool": "Summary_context", "ok": True, "message": f"replaced 4 message(s) with a summary {tokens}"}
+    # the summary stands in the span's place once: the tool's answer does not repeat it
+    assert sum("compressed" in m.content for m in env.context.messages) == 1
     assert [m.content for m in summarizer.seen[0]] == [
         "distractor two", "<answer>ok</answer>", "distractor three", "<answer>ok</answer>",
     ]  # fmt: skip

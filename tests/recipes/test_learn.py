@@ -4,6 +4,7 @@ weights, the report, table and plot are written, and a finished seed is never re
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -129,3 +130,59 @@ def test_copy_warm_up_and_sft_each_run_with_their_own_attention_kernel(tmp_path,
     config = load_config(LearnRunConfig, "configs/learn_cpu.yaml", [*overrides, "learn.warm_start_attention=sdpa"])
     _stage_warm_start(config, 0, load_tokenizer(), [], [], tmp_path / "warm_start", progress=False)
     assert seen == {"copy": "eager", "sft": "sdpa"}
+
+
+def test_a_given_warm_start_skips_stages_1_to_3_and_trains_from_it(learned, tmp_path):
+    from agemem.recipes.learn.bundle import BUNDLED_FILES, bundle_warm_start, check_bundle
+
+    # bundling reads the finished seed's warm start back (nothing retrained) and records each file's hash
+    bundle = tmp_path / "bundle"
+    config = load_config(LearnRunConfig, "configs/learn_cpu.yaml", [f"output_dir={learned}", *FAST])
+    manifest = bundle_warm_start(config, bundle, progress=False)
+    assert set(manifest["files"]) == set(BUNDLED_FILES) and check_bundle(bundle) == []
+    (bundle / "model.safetensors").write_bytes(b"tampered")
+    assert check_bundle(bundle) == ["model.safetensors"]
+    bundle_warm_start(config, bundle, progress=False)  # rebuilt: the same bytes again
+    assert check_bundle(bundle) == [] and json.loads((bundle / "MANIFEST.json").read_text()) == manifest
+
+    out = tmp_path / "from_bundle"
+    assert (
+        main(["learn", "--config", "configs/learn_cpu.yaml", f"output_dir={out}", *FAST, f"learn.warm_start={bundle}"])
+        == 0
+    )
+    seed = out / "seed_0"
+    assert not any((seed / name).exists() for name in ("tokenizer", "demonstrations.jsonl", "warm_start"))
+    result = json.loads((seed / "result.json").read_text())
+    assert result["warm_start_dir"] == str(bundle)
+    assert list(result["timings"]) == ["eval_warm_start_s", "grpo_s", "eval_grpo_s", "total_s"]
+    # the warm start's evaluation is the bundled policy's: the same episodes as the run that trained it
+    trained = [json.loads(line) for line in (learned / "seed_0" / "eval_warm_start.jsonl").read_text().splitlines()]
+    given = [json.loads(line) for line in (seed / "eval_warm_start.jsonl").read_text().splitlines()]
+    assert [r["answer"] for r in given] == [r["answer"] for r in trained]
+
+
+def test_a_warm_start_folder_without_a_policy_is_refused_with_the_fix(tmp_path):
+    from agemem.core.configlib import ConfigError
+
+    with pytest.raises(ConfigError, match=r"learn\.warm_start=.*holds no policy.*bundled:learn-warm-start"):
+        load_config(LearnRunConfig, "configs/learn_cpu.yaml", [f"learn.warm_start={tmp_path}"])
+    with pytest.raises(ConfigError, match="bundling trains a warm start"):
+        from agemem.recipes.learn.bundle import bundle_warm_start
+
+        config = load_config(LearnRunConfig, "configs/learn_cpu.yaml", [])
+        config.learn.warm_start = "somewhere"
+        bundle_warm_start(config, tmp_path / "b", progress=False)
+
+
+def test_the_bundled_warm_start_is_intact_and_was_trained_with_the_shipped_settings():
+    """A changed configs/learn_cpu.yaml (a key that shapes stages 1-3) needs the bundle rebuilt: the command is in
+    the failure message."""
+    from agemem.core.resources import resolve
+    from agemem.recipes.learn.bundle import check_bundle, warm_start_settings
+
+    folder = resolve("bundled:learn-warm-start")
+    assert check_bundle(folder) == []
+    manifest = json.loads((Path(folder) / "MANIFEST.json").read_text())
+    shipped = warm_start_settings(load_config(LearnRunConfig, "configs/learn_cpu.yaml", []))
+    assert manifest["settings"] == shipped, f"rebuild the bundle: {manifest['rebuild']}"
+    assert manifest["seed"] == 0

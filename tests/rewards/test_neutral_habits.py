@@ -85,7 +85,28 @@ def test_no_neutral_habit_raises_the_reward(plays, agent, habit):
     # the habit happened: more tool calls than the honest play, no round limit reached, the same answers
     assert all(calls_made(h) > calls_made(b) for h, b in zip(trajectories, honest))
     assert all(not t.limit_hits and t.answer == b.answer for t, b in zip(trajectories, honest))
-    assert max(gains(plays, agent, habit, 1)) <= TOLERANCE
+    if "summary_verbatim" in habit.moves:
+        assert max(gains(plays, agent, habit, 1)) <= restated_framing_gain(plays, agent, habit)
+    else:
+        assert max(gains(plays, agent, habit, 1)) <= TOLERANCE
+
+
+FRAMING_TOKENS = 8
+"""most tokens a summary restating its span may save: the merged messages' chat framing (``<|im_start|>``, role,
+``<|im_end|>``) beyond what the call and its short answer add."""
+BUDGET = 4000  # habits.py's env.context.max_context_tokens
+
+
+def restated_framing_gain(plays, agent: str, habit: Habit) -> float:
+    """A summary restating its span word for word puts the span into one message: the answer's context is shorter by
+    the framing of the messages it merged, and compression (1/3 of R_context, itself 1/3 of R) pays for those tokens
+    and for nothing else (most often the call costs more than it saves). Checks that no other term moved and at most
+    FRAMING_TOKENS were saved; returns the most that may pay: (1/3)(1/3) * 8 / 4000 = 2.2e-4."""
+    for with_habit, without in zip(plays(agent, habit)[1], plays(agent)[1]):
+        assert without["context/tokens_used"] - with_habit["context/tokens_used"] <= FRAMING_TOKENS
+        for term in ("task", "context/preventive", "context/preservation", "memory", "penalty"):
+            assert with_habit[term] == pytest.approx(without[term], abs=TOLERANCE), term
+    return FRAMING_TOKENS / BUDGET / 9 + TOLERANCE
 
 
 def test_which_neutral_habits_pay_under_the_papers_letter(plays):

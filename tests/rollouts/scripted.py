@@ -159,10 +159,11 @@ class MemoryAgent:
         return call("Add_memory", content=message)
 
 
-def play_expert(tokenizer, tasks, habits, stage_tools="all", paragraphs_per_turn=3):
+def play_expert(tokenizer, tasks, habits, stage_tools="all", paragraphs_per_turn=3, max_prompt_tokens=0, encoder=None):
     """The synthetic expert plays each task once through the real driver and env (word-set encoder),
     with ``paragraphs_per_turn`` paragraphs in each Stage-1 message (3: a task's people in one); ``stage_tools``
-    is ``rollout.stage_tools``, told to the expert as the recipe tells it."""
+    is ``rollout.stage_tools``, told to the expert as the recipe tells it; ``max_prompt_tokens`` caps a prompt;
+    ``encoder`` replaces the word-set encoder."""
     from agemem.core.chat import end_of_turn_ids
     from agemem.core.tools import PAPER_STAGE_TOOLS
     from agemem.entrypoints.roots import AgeMemConfig
@@ -177,6 +178,8 @@ def play_expert(tokenizer, tasks, habits, stage_tools="all", paragraphs_per_turn
     config.rollout.paragraphs_per_turn = paragraphs_per_turn
     config.rollout.introspective_top_k = 0
     config.rollout.stage_tools = stage_tools
+    config.rollout.max_prompt_tokens = max_prompt_tokens
+    config.rollout.stage2_max_steps = max(10, 2 * max(len(t.distractors) for t in tasks))  # a call and a reply each
     offered = PAPER_STAGE_TOOLS if stage_tools == "paper" else None
     engine = ExpertEngine(tokenizer, SyntheticExpert(tasks, habits, offered), end_of_turn_ids(tokenizer)[0])
     driver = build_driver(
@@ -184,7 +187,7 @@ def play_expert(tokenizer, tasks, habits, stage_tools="all", paragraphs_per_turn
         config.sampling,
         engine,
         tokenizer,
-        build_resources(config.env, tokenizer, WordSetEncoder()),
+        build_resources(config.env, tokenizer, encoder or WordSetEncoder()),
         progress=False,
     )
     return driver.run(tasks, {t.id: t.distractors for t in tasks}).trajectories
