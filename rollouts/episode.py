@@ -71,8 +71,8 @@ def qa_stages(task: Task, distractors: list[str], config: RolloutConfig) -> Stag
 def known_texts(task: Task, distractors: list[str], config: RolloutConfig) -> list[str]:
     """Texts an episode of ``task`` is likely to embed, known before it starts: its Stage-1 messages and their
     paragraphs (what Add_memory stores), its distractors and its question (what Retrieve_memory asks)."""
-    messages = stage1_messages(task, config.stage1_mode, config.paragraphs_per_turn) if config.stage1 else []
-    return [*messages, *(p.text for p in task.contexts if p.text), *distractors, task.question]
+    stages = qa_stages(task, distractors, config)
+    return [*stages.facts, *(p.text for p in task.contexts if p.text), *stages.distractors, stages.question]
 
 
 @dataclass

@@ -78,10 +78,9 @@ class CachedEncoder:
         return missing
 
     def encode(self, texts: list[str]) -> np.ndarray:
-        missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
+        missing = self._embed_missing(texts)
         self.misses += len(missing)
         self.hits += len(texts) - len(missing)
-        self._embed_missing(missing)
         out_ND = np.empty((len(texts), self.dim), dtype=np.float32)
         for i, text in enumerate(texts):
             out_ND[i] = self._cache[text]

@@ -54,7 +54,7 @@ def bundle_warm_start(config: LearnRunConfig, destination: str | Path, *, progre
             'drop the override (learn.warm_start="")'
         )
     seed = config.learn.seeds[0]
-    timer = Timer(memory=True)
+    timer = Timer()  # the stages' laps, unused here: bundling reports no timings
     out = Path(config.output_dir) / f"seed_{seed}"
     warm = train_warm_start(config, seed, out, build_encoder(config.env.encoder), timer, progress=progress)
     destination = Path(destination)
