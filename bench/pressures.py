@@ -8,6 +8,8 @@ real when using the tool raises exact match (the task score alone, no reward ter
 * ``revisions``: one stated fact changes in a later Stage-1 message (``data.synthetic.revisions=1``) and the
   question asks it: an expert that updates the stale entry (Retrieve, then Update) vs one that stores the change
   beside it; both retrieve before answering and read the first statement about the person they see;
+* ``revisions_delete``: the same, the stale entry deleted and the change stored as a new one (Retrieve, then
+  Delete_memory and Add_memory), the recipe's way (``learn.expert_maintenance: delete``);
 * ``context``: Stage 2 is long (8 messages of 8 look-alike sentences) and a prompt over 1,024 tokens fails, as a
   request over a served model's window does (``rollout.max_prompt_tokens``): an expert that summarises the
   context after each Stage-2 message (``Summary_context``) vs one that lets it grow.
@@ -68,6 +70,14 @@ PRESSURES = (
         CAREFUL,
         ExpertHabits(1.0, 0.0, 1.0, update_stale=0.0),
         "Update_memory",
+    ),
+    Pressure(
+        "revisions_delete",
+        # the same tasks, the stale entry deleted and the change stored (Retrieve, then Delete + Add in one reply)
+        ("data.synthetic.revisions=1", "rollout.stage1_max_steps=10"),
+        ExpertHabits(1.0, 0.0, 1.0, update_stale=1.0, maintenance="delete"),
+        ExpertHabits(1.0, 0.0, 1.0, update_stale=0.0),
+        "Delete_memory",
     ),
     Pressure(
         "context",

@@ -24,6 +24,8 @@ from agemem.core.configlib import ConfigError
 from agemem.core.tools import TOOL_NAMES, TOOLS
 
 BUNDLED_ENCODER = "bundled:all-MiniLM-L6-v2"
+ID_STYLES = ("hash", "short")
+"""how LongTermMemory names new entries (LTMConfig.id_style)."""
 BUNDLED_TOKENIZER = "bundled:qwen2.5-instruct"
 
 
@@ -53,8 +55,12 @@ class LTMConfig:
     """largest top_k the agent may ask for; larger requests are an argument error."""
     max_entry_chars: int = 4000
     """longest memory content accepted by Add/Update; longer is an argument error the agent sees."""
+    id_style: str = "hash"
+    """how new entries are named: 'hash' (mem_ + 8 hex digits) or 'short' (m1, m2, ... per scope, never reused)."""
 
     def validate(self) -> None:
+        if self.id_style not in ID_STYLES:
+            raise ConfigError(f"id_style={self.id_style!r} must be one of {', '.join(ID_STYLES)}")
         if not 1 <= self.default_top_k <= self.max_top_k:
             raise ConfigError(f"default_top_k={self.default_top_k} must be in [1, max_top_k={self.max_top_k}]")
         if self.max_entry_chars < 1:

@@ -261,7 +261,12 @@ class EnvResources:
     ) -> EnvResources:
         encoder = encoder or build_encoder(config.encoder)
         tokenizer = tokenizer or load_tokenizer(config.context.tokenizer)
-        ltm = LongTermMemory(encoder, max_top_k=config.ltm.max_top_k, max_entry_chars=config.ltm.max_entry_chars)
+        ltm = LongTermMemory(
+            encoder,
+            max_top_k=config.ltm.max_top_k,
+            max_entry_chars=config.ltm.max_entry_chars,
+            id_style=config.ltm.id_style,
+        )
         return cls(
             config,
             encoder,

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from agemem.core.config import ID_STYLES
 from agemem.core.encoders import Encoder
 from agemem.core.files import atomic_open
 from agemem.core.memory import (
@@ -160,9 +161,13 @@ class LongTermMemory:
         *,
         max_top_k: int = 20,
         max_entry_chars: int = 4000,
+        id_style: str = "hash",
         clock: Callable[[], float] = time.time,
     ):
+        if id_style not in ID_STYLES:
+            raise ValueError(f"id_style={id_style!r} must be one of {', '.join(ID_STYLES)}")
         self.encoder = encoder
+        self.id_style = id_style
         self.max_top_k = max_top_k
         self.max_entry_chars = max_entry_chars
         self.clock = clock
@@ -394,11 +399,18 @@ class LongTermMemory:
         return f"{unknown_id_message(memory_id, self.ids(scope=scope))}. Use Retrieve_memory to find the id first"
 
     def _new_id(self, scope: str, content: str) -> str:
+        """``mem_`` + 8 hex digits of a hash of (scope, sequence, content), or with ``id_style='short'`` ``m`` +
+        the scope's sequence number: a small policy copies ``m3`` where it miscopies ``mem_84d55b7b`` (LLM memory
+        systems commonly show a model small integers in place of UUIDs for the same reason)."""
         taken = self._scope(scope).entries
         while True:
             self._sequences[scope] = self._sequences.get(scope, 0) + 1
-            digest = hashlib.sha1(f"{scope}\x00{self._sequences[scope]}\x00{content}".encode()).hexdigest()
-            entry_id = f"mem_{digest[:8]}"
+            sequence = self._sequences[scope]
+            if self.id_style == "short":
+                entry_id = f"m{sequence}"  # the counter never goes back, so a deleted entry's id is never reused
+            else:
+                digest = hashlib.sha1(f"{scope}\x00{sequence}\x00{content}".encode()).hexdigest()
+                entry_id = f"mem_{digest[:8]}"
             if entry_id not in taken:  # ids are only ever looked up within their scope
                 return entry_id
 

@@ -139,7 +139,11 @@ class MemoryAgent:
         encoder = encoder or build_encoder(env_config.encoder)
         ltm_settings = env_config.ltm
         self.ltm = open_memory(
-            memory, encoder, max_top_k=ltm_settings.max_top_k, max_entry_chars=ltm_settings.max_entry_chars
+            memory,
+            encoder,
+            max_top_k=ltm_settings.max_top_k,
+            max_entry_chars=ltm_settings.max_entry_chars,
+            id_style=ltm_settings.id_style,
         )
         summarizer = build_summarizer(env_config.summarizer, policy_generate=self._policy_summary)
         resources = EnvResources(env_config, encoder, self.ltm, summarizer, ChatTemplateTokenCounter(tokenizer))

@@ -12,8 +12,9 @@ probability so that the imitating policy has room to improve:
   over all of it), which keeps a long Stage 2 inside a prompt budget;
 * Stage 1, a changed fact (tasks with ``data.synthetic.revisions``): with probability ``update_stale`` it looks
   the fact up (``Retrieve_memory`` with the change) and rewrites the entry that states the old value
-  (``Update_memory``, the old sentence replaced by the change); otherwise, or when nothing stored states it, the
-  change is stored like any fact (``store_fact``), beside the stale entry;
+  (``Update_memory``, the old sentence replaced by the change), or with ``maintenance='delete'`` deletes that entry
+  and stores the change as it came (``Delete_memory`` and ``Add_memory``); otherwise, or when nothing stored
+  states it, the change is stored like any fact (``store_fact``), beside the stale entry;
 * Stage 3: it calls ``Retrieve_memory`` with the question with probability ``retrieve``, then
   answers from what it can see: the first sentence stating the asked person's value (in a retrieval, the
   best match: a stale memory ranked above its change is read), else the value of the closest look-alike
@@ -86,6 +87,9 @@ class ExpertHabits:
     """probability of retrieving before answering the Stage-3 question."""
     update_stale: float = 0.0
     """probability of updating the stored entry a later Stage-1 message makes stale (revised tasks)."""
+    maintenance: str = "update"
+    """how a stale entry is brought up to date: ``update`` rewrites it (Update_memory with the old sentence
+    replaced); ``delete`` deletes it and stores the change as it came (Delete_memory and Add_memory in one reply)."""
     summarise_context: float = 0.0
     """probability of summarising the context after a Stage-2 distractor it did not store."""
     seed: int = 0
@@ -103,6 +107,8 @@ class ExpertHabits:
     def __post_init__(self) -> None:
         if self.quote_style not in QUOTE_STYLES:
             raise ValueError(f"quote_style={self.quote_style!r} is not one of {QUOTE_STYLES}")
+        if self.maintenance not in MAINTENANCE_STYLES:
+            raise ValueError(f"maintenance={self.maintenance!r} is not one of {MAINTENANCE_STYLES}")
         for name in ("store_fact", "store_distractor", "retrieve", "update_stale", "summarise_context"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
@@ -187,17 +193,26 @@ class SyntheticExpert:
             return answer_text("Noted.", "OK")
         if not calls:
             wants = self._flip(task, f"update:{title}", self.habits.update_stale)
-            if wants and self._offers(1, "Retrieve_memory") and self._offers(1, "Update_memory"):
+            maintains = "Delete_memory" if self.habits.maintenance == "delete" else "Update_memory"
+            if wants and self._offers(1, "Retrieve_memory") and self._offers(1, maintains):
                 return tool_call_text(
                     "This changes something I may have stored.", [("Retrieve_memory", {"query": current})]
                 )
-        else:  # the lookup came back: rewrite the entry that states the old value, if one does
+        else:  # the lookup came back: bring the entry that states the old value up to date, if one does
             stale = attribute.state(change["entity"], change["old"])
             for memory in retrieved_memories(after[-1]["content"]):
-                if stale in memory.get("content", ""):
-                    content = memory["content"].replace(stale, current)
-                    update = {"memory_id": memory["memory_id"], "content": content}
-                    return tool_call_text("Out of date: rewrite it.", [("Update_memory", update)])
+                if stale not in memory.get("content", ""):
+                    continue
+                if self.habits.maintenance == "delete" and self._offers(1, "Delete_memory"):
+                    # a deletion copies a short id, and the change is stored as it came: no rewrite to compose
+                    delete = {"memory_id": memory["memory_id"], "confirmation": True}
+                    stored = {"content": message if self.habits.whole_message else current}
+                    return tool_call_text(
+                        "Out of date: replace it.", [("Delete_memory", delete), ("Add_memory", stored)]
+                    )
+                content = memory["content"].replace(stale, current)
+                update = {"memory_id": memory["memory_id"], "content": content}
+                return tool_call_text("Out of date: rewrite it.", [("Update_memory", update)])
         if self._offers(1, "Add_memory") and self._flip(task, f"fact:{title}", self.habits.store_fact):
             content = message if self.habits.whole_message else current
             return tool_call_text("Worth keeping.", [("Add_memory", {"content": content})])
@@ -224,6 +239,7 @@ class SyntheticExpert:
 
 
 QUOTE_STYLES = ("sentence", "clause")
+MAINTENANCE_STYLES = ("update", "delete")
 _LEADING_NAME = re.compile(r"^[A-Z][a-z]+ [A-Z][a-z]+(?:'s)?")
 
 

@@ -222,6 +222,7 @@ def expert_habits(
         summarise_context=summarise_context,
         seed=seed,
         whole_message=learn_cfg.expert_whole_message,
+        maintenance=learn_cfg.expert_maintenance,
         quote_evidence=learn_cfg.expert_quote_evidence,
         quote_style=learn_cfg.expert_quote_style,
     )

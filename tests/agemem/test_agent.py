@@ -100,3 +100,14 @@ def test_memory_agent_is_importable_from_the_package_lazily():
     assert agemem.MemoryAgent is MemoryAgent
     with pytest.raises(AttributeError):
         agemem.NotAThing  # noqa: B018
+
+
+def test_short_memory_ids_carry_on_counting_in_the_next_session(tmp_path, qwen_tokenizer, minilm):
+    """env.ltm.id_style=short reaches the agent's SQLite store, whose count survives a restart."""
+    memory, settings = tmp_path / "memory.sqlite", _settings("env.ltm.id_style=short", "rollout.introspective_top_k=0")
+    with _agent(ScriptedMemoryPolicy(), qwen_tokenizer, minilm, memory, settings=settings) as first:
+        first.chat("Remember: my locker number is 317.")
+        assert [m.id for m in first.memories()] == ["m1"]
+    with _agent(ScriptedMemoryPolicy(), qwen_tokenizer, minilm, memory, settings=settings) as second:
+        second.chat("Remember: my bike is blue.")
+        assert [m.id for m in second.memories()] == ["m1", "m2"]

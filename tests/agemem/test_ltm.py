@@ -261,3 +261,27 @@ def test_metadata_is_copied_and_numeric_filters_match_across_int_and_float(store
     assert store.entries()[0].metadata["tags"] == ["a"]
     assert len(store.retrieve("apple", metadata_filter={"stage": 1.0}).entries) == 1
     assert store.retrieve("apple", metadata_filter={"stage": True}).entries == []  # True is not 1
+
+
+def test_short_ids_count_per_scope_and_are_never_reused(tmp_path, word_encoder):
+    """id_style='short': m1, m2, ... per scope; a deleted id stays retired, and a snapshot continues the count."""
+    store = LongTermMemory(word_encoder, id_style="short")
+    assert [store.add(text).entries[0].id for text in ("a", "b", "c")] == ["m1", "m2", "m3"]
+    assert store.add("other scope", scope="s2").entries[0].id == "m1"  # each scope counts on its own
+    assert store.delete("m3").ok and store.update("m1", "a again").entries[0].id == "m1"
+    assert store.add("d").entries[0].id == "m4"  # not m3: an id the agent saw deleted never names another entry
+    again = store.delete("m3")
+    assert not again.ok and "m3" in again.message and "Retrieve_memory" in again.message
+    restored = LongTermMemory(word_encoder, id_style="short")
+    restored.restore(store.save(tmp_path / "m.npz"))
+    assert restored.add("e").entries[0].id == "m5"
+
+
+def test_unknown_id_style_is_refused_by_the_store_and_the_config():
+    from agemem.core.config import LTMConfig
+    from agemem.core.configlib import ConfigError
+
+    with pytest.raises(ValueError, match="id_style='uuid' must be one of hash, short"):
+        LongTermMemory(WordSetEncoder(), id_style="uuid")
+    with pytest.raises(ConfigError, match="id_style='uuid' must be one of hash, short"):
+        LTMConfig(id_style="uuid").validate()

@@ -3,6 +3,8 @@ retrieves and answers, and how often it takes each habit."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from agemem.core.chat import end_of_turn_ids
@@ -148,6 +150,8 @@ def test_clause_quoting_expert_starts_at_a_fixed_place_and_drops_the_name(qwen_t
     assert evidence_thought("Velo Quint plays the harp.", "sentence") == "Velo Quint plays the harp."
     with pytest.raises(ValueError, match="quote_style='name' is not one of"):
         ExpertHabits(quote_style="name")
+    with pytest.raises(ValueError, match="maintenance='rewrite' is not one of"):
+        ExpertHabits(maintenance="rewrite")
 
 
 @pytest.fixture(scope="module")
@@ -170,6 +174,31 @@ def test_an_updating_expert_rewrites_the_stale_entry_and_answers_the_current_val
         assert [e["content"] for e in trajectory.final_memory] == [t.replace(stale, current) for t in people]
         calls = [c["name"] for s in trajectory.steps for c in s.tool_calls]
         assert calls == ["Add_memory"] * 3 + ["Retrieve_memory", "Update_memory", "Retrieve_memory"]
+        assert trajectory.answer == task.answer and all(not s.violations for s in trajectory.steps)
+
+
+@pytest.mark.parametrize("id_style", ["hash", "short"])
+def test_a_deleting_expert_replaces_the_stale_entry_with_the_change_as_it_came(qwen_tokenizer, revised, id_style):
+    habits = ExpertHabits(1.0, 0.0, 1.0, update_stale=1.0, maintenance="delete", whole_message=True)
+    trajectories = play_expert(qwen_tokenizer, revised, habits, paragraphs_per_turn=1, id_style=id_style)
+    for trajectory, task in zip(trajectories, revised):
+        (change,) = task.metadata["revisions"]
+        attribute = BY_NAME[change["attribute"]]
+        stale = attribute.state(change["entity"], change["old"])
+        current = attribute.revise(change["entity"], change["new"])
+        contents = [e["content"] for e in trajectory.final_memory]
+        assert not any(stale in c for c in contents)  # the stale entry is gone ...
+        assert sum(current in c for c in contents) == 1 and len(contents) == 3  # ... and the change stored once
+        calls = [[c["name"] for c in s.tool_calls] for s in trajectory.steps if s.tool_calls]
+        assert calls == [["Add_memory"]] * 3 + [["Retrieve_memory"], ["Delete_memory", "Add_memory"]] + [
+            ["Retrieve_memory"]
+        ]
+        (deletion,) = [c for s in trajectory.steps for c in s.tool_calls if c["name"] == "Delete_memory"]
+        ids = [e["memory_id"] for e in trajectory.final_memory]
+        if id_style == "short":  # three people m1-m3, one of them deleted, the change stored as m4
+            assert re.fullmatch(r"m[123]", deletion["arguments"]["memory_id"]) and ids[-1] == "m4"
+        else:
+            assert re.fullmatch(r"mem_[0-9a-f]{8}", deletion["arguments"]["memory_id"])
         assert trajectory.answer == task.answer and all(not s.violations for s in trajectory.steps)
 
 

@@ -59,6 +59,10 @@ def test_an_update_counts_only_where_a_stale_entry_was_stored_and_is_gone(qwen_t
     one_each = {"paragraphs_per_turn": 1}
     updating = _tool_use(qwen_tokenizer, revised, ExpertHabits(1.0, 0.0, 1.0, update_stale=1.0), **one_each)
     assert [(u["updated_stale"], u["stale_kept"]) for u in updating] == [(1.0, 0.0)] * 5
+    # deleting the stale entry and storing the change as it came counts the same
+    deleting = ExpertHabits(1.0, 0.0, 1.0, update_stale=1.0, maintenance="delete", whole_message=True)
+    replaced = _tool_use(qwen_tokenizer, revised, deleting, id_style="short", **one_each)
+    assert [(u["updated_stale"], u["stale_kept"]) for u in replaced] == [(1.0, 0.0)] * 5
     # storing the change beside the stale entry leaves it there: no useful update
     beside = _tool_use(qwen_tokenizer, revised, ExpertHabits(1.0, 0.0, 1.0, update_stale=0.0), **one_each)
     assert [(u["updated_stale"], u["stale_kept"]) for u in beside] == [(0.0, 1.0)] * 5

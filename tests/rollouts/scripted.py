@@ -159,11 +159,20 @@ class MemoryAgent:
         return call("Add_memory", content=message)
 
 
-def play_expert(tokenizer, tasks, habits, stage_tools="all", paragraphs_per_turn=3, max_prompt_tokens=0, encoder=None):
+def play_expert(
+    tokenizer,
+    tasks,
+    habits,
+    stage_tools="all",
+    paragraphs_per_turn=3,
+    max_prompt_tokens=0,
+    encoder=None,
+    id_style="hash",
+):
     """The synthetic expert plays each task once through the real driver and env (word-set encoder),
     with ``paragraphs_per_turn`` paragraphs in each Stage-1 message (3: a task's people in one); ``stage_tools``
     is ``rollout.stage_tools``, told to the expert as the recipe tells it; ``max_prompt_tokens`` caps a prompt;
-    ``encoder`` replaces the word-set encoder."""
+    ``encoder`` replaces the word-set encoder; ``id_style`` is ``env.ltm.id_style``."""
     from agemem.core.chat import end_of_turn_ids
     from agemem.core.tools import PAPER_STAGE_TOOLS
     from agemem.entrypoints.roots import AgeMemConfig
@@ -174,6 +183,7 @@ def play_expert(tokenizer, tasks, habits, stage_tools="all", paragraphs_per_turn
     config = AgeMemConfig()
     config.env.system_prompt = "Manage your memory."
     config.env.summarizer.backend = "extractive"
+    config.env.ltm.id_style = id_style
     config.rollout.rollouts_per_task = 1
     config.rollout.paragraphs_per_turn = paragraphs_per_turn
     config.rollout.introspective_top_k = 0
