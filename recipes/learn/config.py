@@ -49,9 +49,10 @@ class LearnConfig:
     """expert: probability of retrieving before answering."""
     expert_update_stale: float = 0.0
     """expert: probability of updating a stored fact that a later Stage-1 message changes (data.synthetic.revisions)."""
-    expert_maintenance: Literal["update", "delete"] = "update"
-    """expert: a stale entry is rewritten (Update_memory) or deleted with the change stored as it came
-    (Delete_memory + Add_memory: a short id to copy and no rewrite to compose)."""
+    expert_maintenance: Literal["update", "replace", "delete"] = "update"
+    """expert: a stale entry is rewritten (``update``: Update_memory, one sentence replaced), overwritten by the
+    changed sentence its lookup quoted (``replace``: one call, a near copy) or deleted with the change stored as it
+    came (``delete``: Delete_memory + Add_memory in one reply)."""
     expert_summarise_context: float = 0.0
     """expert: probability of summarising the context after a Stage-2 distractor it did not store."""
     expert_quote_evidence: bool = False

@@ -12,8 +12,9 @@ probability so that the imitating policy has room to improve:
   over all of it), which keeps a long Stage 2 inside a prompt budget;
 * Stage 1, a changed fact (tasks with ``data.synthetic.revisions``): with probability ``update_stale`` it looks
   the fact up (``Retrieve_memory`` with the change) and rewrites the entry that states the old value
-  (``Update_memory``, the old sentence replaced by the change), or with ``maintenance='delete'`` deletes that entry
-  and stores the change as it came (``Delete_memory`` and ``Add_memory``); otherwise, or when nothing stored
+  (``Update_memory``, the old sentence replaced by the change), or with ``maintenance='replace'`` overwrites it with
+  the changed sentence alone, or with ``maintenance='delete'`` deletes that entry and stores the change as it came
+  (``Delete_memory`` and ``Add_memory``); otherwise, or when nothing stored
   states it, the change is stored like any fact (``store_fact``), beside the stale entry;
 * Stage 3: it calls ``Retrieve_memory`` with the question with probability ``retrieve``, then
   answers from what it can see: the first sentence stating the asked person's value (in a retrieval, the
@@ -89,7 +90,9 @@ class ExpertHabits:
     """probability of updating the stored entry a later Stage-1 message makes stale (revised tasks)."""
     maintenance: str = "update"
     """how a stale entry is brought up to date: ``update`` rewrites it (Update_memory with the old sentence
-    replaced); ``delete`` deletes it and stores the change as it came (Delete_memory and Add_memory in one reply)."""
+    replaced); ``replace`` overwrites it with the changed sentence alone, the lookup's query (Update_memory; the
+    entry's other facts are lost); ``delete`` deletes it and stores the change as it came (Delete_memory and
+    Add_memory in one reply)."""
     summarise_context: float = 0.0
     """probability of summarising the context after a Stage-2 distractor it did not store."""
     seed: int = 0
@@ -210,6 +213,9 @@ class SyntheticExpert:
                     return tool_call_text(
                         "Out of date: replace it.", [("Delete_memory", delete), ("Add_memory", stored)]
                     )
+                if self.habits.maintenance == "replace":  # the content is the query it just wrote: a near copy
+                    update = {"memory_id": memory["memory_id"], "content": current}
+                    return tool_call_text("Out of date: replace it.", [("Update_memory", update)])
                 content = memory["content"].replace(stale, current)
                 update = {"memory_id": memory["memory_id"], "content": content}
                 return tool_call_text("Out of date: rewrite it.", [("Update_memory", update)])
@@ -239,7 +245,7 @@ class SyntheticExpert:
 
 
 QUOTE_STYLES = ("sentence", "clause")
-MAINTENANCE_STYLES = ("update", "delete")
+MAINTENANCE_STYLES = ("update", "replace", "delete")
 _LEADING_NAME = re.compile(r"^[A-Z][a-z]+ [A-Z][a-z]+(?:'s)?")
 
 

@@ -177,6 +177,24 @@ def test_an_updating_expert_rewrites_the_stale_entry_and_answers_the_current_val
         assert trajectory.answer == task.answer and all(not s.violations for s in trajectory.steps)
 
 
+def test_a_replacing_expert_overwrites_the_stale_entry_with_the_sentence_it_looked_up(qwen_tokenizer, revised):
+    habits = ExpertHabits(1.0, 0.0, 1.0, update_stale=1.0, maintenance="replace", whole_message=True)
+    trajectories = play_expert(qwen_tokenizer, revised, habits, paragraphs_per_turn=1, id_style="short")
+    for trajectory, task in zip(trajectories, revised):
+        (change,) = task.metadata["revisions"]
+        attribute = BY_NAME[change["attribute"]]
+        current = attribute.revise(change["entity"], change["new"])
+        memory = {e["memory_id"]: e["content"] for e in trajectory.final_memory}
+        calls = [c for s in trajectory.steps for c in s.tool_calls]
+        (lookup,) = [c for c in calls if c["name"] == "Retrieve_memory" and c["arguments"]["query"] == current]
+        (update,) = [c for c in calls if c["name"] == "Update_memory"]
+        # one call: the id from the lookup's result, the content the lookup's own query, word for word
+        assert update["arguments"]["content"] == lookup["arguments"]["query"] == current
+        assert memory[update["arguments"]["memory_id"]] == current and len(memory) == 3
+        assert not any(attribute.state(change["entity"], change["old"]) in c for c in memory.values())
+        assert trajectory.answer == task.answer and all(not s.violations for s in trajectory.steps)
+
+
 @pytest.mark.parametrize("id_style", ["hash", "short"])
 def test_a_deleting_expert_replaces_the_stale_entry_with_the_change_as_it_came(qwen_tokenizer, revised, id_style):
     habits = ExpertHabits(1.0, 0.0, 1.0, update_stale=1.0, maintenance="delete", whole_message=True)
