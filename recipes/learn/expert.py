@@ -196,7 +196,7 @@ class SyntheticExpert:
             return answer_text("Noted.", "OK")
         if not calls:
             wants = self._flip(task, f"update:{title}", self.habits.update_stale)
-            maintains = "Delete_memory" if self.habits.maintenance == "delete" else "Update_memory"
+            maintains = MAINTENANCE_TOOL[self.habits.maintenance]
             if wants and self._offers(1, "Retrieve_memory") and self._offers(1, maintains):
                 return tool_call_text(
                     "This changes something I may have stored.", [("Retrieve_memory", {"query": current})]
@@ -204,21 +204,9 @@ class SyntheticExpert:
         else:  # the lookup came back: bring the entry that states the old value up to date, if one does
             stale = attribute.state(change["entity"], change["old"])
             for memory in retrieved_memories(after[-1]["content"]):
-                if stale not in memory.get("content", ""):
-                    continue
-                if self.habits.maintenance == "delete" and self._offers(1, "Delete_memory"):
-                    # a deletion copies a short id, and the change is stored as it came: no rewrite to compose
-                    delete = {"memory_id": memory["memory_id"], "confirmation": True}
-                    stored = {"content": message if self.habits.whole_message else current}
-                    return tool_call_text(
-                        "Out of date: replace it.", [("Delete_memory", delete), ("Add_memory", stored)]
-                    )
-                if self.habits.maintenance == "replace":  # the content is the query it just wrote: a near copy
-                    update = {"memory_id": memory["memory_id"], "content": current}
-                    return tool_call_text("Out of date: replace it.", [("Update_memory", update)])
-                content = memory["content"].replace(stale, current)
-                update = {"memory_id": memory["memory_id"], "content": content}
-                return tool_call_text("Out of date: rewrite it.", [("Update_memory", update)])
+                if stale in memory.get("content", ""):
+                    stored_change = message if self.habits.whole_message else current
+                    return MAINTENANCE[self.habits.maintenance](memory, stale, current, stored_change)
         if self._offers(1, "Add_memory") and self._flip(task, f"fact:{title}", self.habits.store_fact):
             content = message if self.habits.whole_message else current
             return tool_call_text("Worth keeping.", [("Add_memory", {"content": content})])
@@ -245,7 +233,35 @@ class SyntheticExpert:
 
 
 QUOTE_STYLES = ("sentence", "clause")
-MAINTENANCE_STYLES = ("update", "replace", "delete")
+
+
+def rewrite_entry(memory: dict[str, Any], stale: str, current: str, stored_change: str) -> str:
+    """``update``: Update_memory the stale entry with its old sentence replaced by the change."""
+    update = {"memory_id": memory["memory_id"], "content": memory["content"].replace(stale, current)}
+    return tool_call_text("Out of date: rewrite it.", [("Update_memory", update)])
+
+
+def replace_entry(memory: dict[str, Any], stale: str, current: str, stored_change: str) -> str:
+    """``replace``: Update_memory the stale entry with the changed sentence alone, the lookup's own query (a near
+    copy; the entry's other facts are lost)."""
+    update = {"memory_id": memory["memory_id"], "content": current}
+    return tool_call_text("Out of date: replace it.", [("Update_memory", update)])
+
+
+def delete_and_store(memory: dict[str, Any], stale: str, current: str, stored_change: str) -> str:
+    """``delete``: Delete_memory the stale entry and Add_memory the change as it is stored, in one reply (a short id
+    to copy, no rewrite to compose)."""
+    delete = {"memory_id": memory["memory_id"], "confirmation": True}
+    return tool_call_text(
+        "Out of date: replace it.", [("Delete_memory", delete), ("Add_memory", {"content": stored_change})]
+    )
+
+
+MAINTENANCE = {"update": rewrite_entry, "replace": replace_entry, "delete": delete_and_store}
+"""how the expert brings a retrieved stale entry up to date (``ExpertHabits.maintenance``)."""
+MAINTENANCE_TOOL = {"update": "Update_memory", "replace": "Update_memory", "delete": "Delete_memory"}
+"""the tool each maintenance needs its stage to offer."""
+MAINTENANCE_STYLES = tuple(MAINTENANCE)
 _LEADING_NAME = re.compile(r"^[A-Z][a-z]+ [A-Z][a-z]+(?:'s)?")
 
 
