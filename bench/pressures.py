@@ -10,6 +10,12 @@ real when using the tool raises exact match (the task score alone, no reward ter
   beside it; both retrieve before answering and read the first statement about the person they see;
 * ``revisions_delete``: the same, the stale entry deleted and the change stored as a new one (Retrieve, then
   Delete_memory and Add_memory), the recipe's way (``learn.expert_maintenance: delete``);
+* ``revisions_mixed``: the same change, but only half the questions ask it
+  (``data.synthetic.revised_question_share=0.5``); the rest ask a fact that did not change, the changed person's
+  other fact included. Storing only the change (what GRPO learned when every question asked it) now fails half the
+  tasks: update vs store the change beside the stale entry;
+* ``revisions_mixed_replace``: the same tasks, the rewrite (the entry keeps its unchanged fact) vs overwriting the
+  entry with the changed sentence alone (``learn.expert_maintenance: replace``, which loses it);
 * ``context``: Stage 2 is long (8 messages of 8 look-alike sentences) and a prompt over 1,024 tokens fails, as a
   request over a served model's window does (``rollout.max_prompt_tokens``): an expert that summarises the
   context after each Stage-2 message (``Summary_context``) vs one that lets it grow.
@@ -78,6 +84,21 @@ PRESSURES = (
         ExpertHabits(1.0, 0.0, 1.0, update_stale=1.0, maintenance="delete"),
         ExpertHabits(1.0, 0.0, 1.0, update_stale=0.0),
         "Delete_memory",
+    ),
+    Pressure(
+        "revisions_mixed",
+        ("data.synthetic.revisions=1", "data.synthetic.revised_question_share=0.5", "rollout.stage1_max_steps=10"),
+        CAREFUL,
+        ExpertHabits(1.0, 0.0, 1.0, update_stale=0.0),
+        "Update_memory",
+    ),
+    Pressure(
+        "revisions_mixed_replace",
+        # both arms call Update_memory once a change; what differs is what the entry keeps
+        ("data.synthetic.revisions=1", "data.synthetic.revised_question_share=0.5", "rollout.stage1_max_steps=10"),
+        CAREFUL,
+        ExpertHabits(1.0, 0.0, 1.0, update_stale=1.0, maintenance="replace"),
+        "Update_memory",
     ),
     Pressure(
         "context",

@@ -147,6 +147,7 @@ def generate_synthetic_tasks(
     distractors_per_task: int = 5,
     revisions: int = 0,
     distractor_sentences: int = 1,
+    revised_question_share: float = 1.0,
 ) -> list[Task]:
     """``num_tasks`` tasks, ids ``synthetic-{seed}-{i}``; the same arguments always give the same tasks.
 
@@ -155,6 +156,10 @@ def generate_synthetic_tasks(
     ``revisions`` > 0: that many stated facts change in later Stage-1 messages ("Velora Quint has moved to
     Lima."), one per message after the people's paragraphs, and the question asks the current value of one of
     them, so a memory of the old value left in place competes with the new one at retrieval (Update or Delete).
+    ``revised_question_share`` < 1: only that share of tasks with revisions asks a changed fact; the rest ask a
+    fact that did not change (any person's, the changed person's other facts included), so storing only the
+    change fails them and deleting or overwriting the stale entry loses its unchanged facts: only a rewrite
+    (Update) answers both kinds.
     ``distractor_sentences``: look-alike sentences in each distractor (one Stage-2 message each); more make a
     long Stage 2 whose messages an agent must filter or summarise to stay inside a prompt budget.
     """
@@ -165,6 +170,13 @@ def generate_synthetic_tasks(
     _check_int("distractors_per_task", distractors_per_task, 0, 50)
     _check_int("revisions", revisions, 0, min(entities_per_task * attributes_per_entity, MAX_ENTITIES))
     _check_int("distractor_sentences", distractor_sentences, 1, 20)
+    _check_share("revised_question_share", revised_question_share)
+    if revisions and revised_question_share < 1 and entities_per_task * attributes_per_entity <= revisions:
+        raise ConfigError(
+            f"revised_question_share={revised_question_share} asks some questions about a fact that does not change, "
+            f"but all {entities_per_task * attributes_per_entity} facts change (revisions={revisions}): state more "
+            "facts (entities_per_task, attributes_per_entity) or set the share to 1"
+        )
     if revisions and entities_per_task + revisions > MAX_ENTITIES + 2:
         raise ConfigError(
             f"entities_per_task + revisions = {entities_per_task + revisions} must be <= {MAX_ENTITIES + 2}: "
@@ -172,7 +184,16 @@ def generate_synthetic_tasks(
         )
     return [
         _generate_task(
-            seed, index, entities_per_task, attributes_per_entity, distractors_per_task, revisions, distractor_sentences
+            seed,
+            index,
+            _Shape(
+                entities_per_task,
+                attributes_per_entity,
+                distractors_per_task,
+                revisions,
+                distractor_sentences,
+                revised_question_share,
+            ),
         )
         for index in range(num_tasks)
     ]
@@ -207,13 +228,28 @@ def _check_int(name: str, value: object, low: int | None, high: int | None = Non
         raise ConfigError(f"{name}={value} must be <= {high}")
 
 
-def _generate_task(
-    seed: int, index: int, entities: int, attributes: int, distractors: int, revisions: int, sentences: int
-) -> Task:
+def _check_share(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+        raise ConfigError(f"{name}={value!r} must be a number in [0, 1]")
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """What every task of one call has in common (the arguments of :func:`generate_synthetic_tasks`)."""
+
+    entities: int
+    attributes: int
+    distractors: int
+    revisions: int
+    sentences: int
+    revised_question_share: float
+
+
+def _generate_task(seed: int, index: int, shape: _Shape) -> Task:
     # a string seed is hashed with SHA-512 by `random`, so the stream is stable across runs and platforms
     rng = random.Random(f"synthetic/{seed}/{index}")
     for _ in range(_MAX_DRAWS):
-        task = _draw_task(rng, seed, index, entities, attributes, distractors, revisions, sentences)
+        task = _draw_task(rng, seed, index, shape)
         if task is not None and _is_clean(task):
             return task
     raise RuntimeError(f"could not draw a clean synthetic task {index} for seed {seed}; this is a generator bug")
@@ -252,16 +288,9 @@ def _distinct(names: list[str], candidate: str) -> bool:
     return all(low not in other.lower() and other.lower() not in low for other in names)
 
 
-def _draw_task(
-    rng: random.Random,
-    seed: int,
-    index: int,
-    n_entities: int,
-    n_attributes: int,
-    n_distractors: int,
-    n_revisions: int,
-    n_sentences: int,
-) -> Task | None:
+def _draw_task(rng: random.Random, seed: int, index: int, shape: _Shape) -> Task | None:
+    n_entities, n_attributes, n_distractors = shape.entities, shape.attributes, shape.distractors
+    n_revisions, n_sentences = shape.revisions, shape.sentences
     people: list[tuple[str, str]] = []
     while len(people) < n_entities:
         first, last = _name(rng)
@@ -295,12 +324,21 @@ def _draw_task(
         facts[name][key] = new
         contexts.append(Paragraph(title=news_title(name), sentences=[BY_NAME[key].revise(name, new)]))
 
-    if changes:  # the question asks a changed fact: the current value is the answer
+    # the default share (1) draws nothing here, so those tasks are the ones generated before the setting existed
+    asks_change = bool(changes) and (shape.revised_question_share >= 1.0 or rng.random() < shape.revised_question_share)
+    if asks_change:  # the question asks a changed fact: the current value is the answer
         change = rng.choice(changes)
         entity, asked = change["entity"], BY_NAME[change["attribute"]]
         target = names.index(entity)
         answer = change["new"]
         support = SupportingFact(news_title(entity), 0, asked.revise(entity, answer))
+    elif changes:  # a fact that did not change, of any person
+        changed = set(revised)
+        kept = [(name, key) for name in names for key in facts[name] if (name, key) not in changed]
+        entity, key = rng.choice(kept)
+        target, asked = names.index(entity), BY_NAME[key]
+        answer = facts[entity][key]
+        support = SupportingFact(entity, list(facts[entity]).index(key), asked.state(entity, answer))
     else:
         target = rng.randrange(n_entities)
         entity = names[target]
@@ -334,7 +372,7 @@ def _draw_task(
         supporting_facts=[support],
         metadata={
             "source": "synthetic",
-            "type": "revised-fact" if changes else "single-fact",
+            "type": "revised-fact" if asks_change else "unchanged-fact" if changes else "single-fact",
             "seed": seed,
             "index": index,
             "entity": entity,

@@ -26,6 +26,7 @@ def load_synthetic_tasks(config: TaskRunConfig) -> list[Task]:
         distractors_per_task=synthetic.distractors_per_task,
         revisions=synthetic.revisions,
         distractor_sentences=synthetic.distractor_sentences,
+        revised_question_share=synthetic.revised_question_share,
     )
 
 

@@ -313,10 +313,18 @@ class SyntheticConfig:
     current value of one of them, so a stale memory must be updated or deleted. 0 = facts never change."""
     distractor_sentences: int = 1
     """look-alike sentences in each distractor text (one Stage-2 message): more make a long Stage 2."""
+    revised_question_share: float = 1.0
+    """with revisions: the share of questions that ask a changed fact; the rest ask an unchanged one (any person's),
+    so storing only the change fails them and a deleted or overwritten entry loses its other facts."""
 
     def validate(self) -> None:
         if self.num_tasks < 1:
             raise ConfigError(f"num_tasks={self.num_tasks} must be >= 1")
+        if not 0.0 <= self.revised_question_share <= 1.0:
+            raise ConfigError(
+                f"revised_question_share={self.revised_question_share} must be in [0, 1] "
+                "(1: every question asks a changed fact)"
+            )
 
 
 @dataclass

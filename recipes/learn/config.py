@@ -33,6 +33,9 @@ class LearnConfig:
     sft_drills: int = 1000
     """reading drills: tasks a careful expert plays whose final answer, read from the memories it retrieved, is added
     to the SFT data (loss on that answer only); they teach reading, not when to store or retrieve. 0 = none."""
+    sft_maintenance_drills: bool = False
+    """also train each drill's maintenance reply: the Update_memory (or Delete_memory) written once its lookup shows
+    the stale entry (loss on that reply only). It teaches writing the fix; whether to look up stays the expert's."""
     eval_tasks: int = 200
     """held-out synthetic tasks scored before and after GRPO (the same set for every seed)."""
     eval_seed: int = 999_999
@@ -111,6 +114,11 @@ class LearnConfig:
             )
         if self.sft_drills < 0:
             raise ConfigError(f"sft_drills={self.sft_drills} must be >= 0 (0: no reading drills)")
+        if self.sft_maintenance_drills and not self.sft_drills:
+            raise ConfigError(
+                "sft_maintenance_drills=true trains the drills' maintenance replies, but learn.sft_drills=0 plays no "
+                "drill; set learn.sft_drills > 0 or learn.sft_maintenance_drills=false"
+            )
         if self.sft_answer_copies < 0:
             raise ConfigError(f"sft_answer_copies={self.sft_answer_copies} must be >= 0 (0: none)")
         if self.sft_answer_copies and not self.expert_quote_evidence:

@@ -356,6 +356,7 @@ def sft_settings(learn_cfg: LearnConfig, seed: int, *, progress: bool) -> SFTSet
         seed=seed,
         copy_share=learn_cfg.sft_copy_share,
         copy_word_share=learn_cfg.copy_word_share,
+        maintenance_drills=learn_cfg.sft_maintenance_drills,
         progress=progress,
     )
 

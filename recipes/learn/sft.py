@@ -9,6 +9,7 @@ the same tokens in the same contexts.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -59,6 +60,8 @@ class SFTSettings:
     learned to copy in a copy warm-up keeps the skill, and stretches it to the demonstrations' distances."""
     copy_word_share: float = 0.5
     """share of those copy rows whose span is made of recurring words (:func:`.copy_task.word_span`)."""
+    maintenance_drills: bool = False
+    """also train the drills' maintenance replies (:func:`maintenance_drill_dataset`)."""
     progress: bool = True
     """show TRL's progress bar."""
 
@@ -102,6 +105,28 @@ def reading_drill_dataset(trajectories: Sequence[Trajectory]) -> Dataset:
             continue
         rows["input_ids"].append(list(final.prompt_ids) + list(final.completion_ids))
         rows["completion_mask"].append([0] * len(final.prompt_ids) + [1] * len(final.completion_ids))
+    return Dataset.from_dict(rows)
+
+
+MAINTENANCE_TOOLS = frozenset({"Update_memory", "Delete_memory"})
+
+
+def maintenance_drill_dataset(trajectories: Sequence[Trajectory]) -> Dataset:
+    """Rows ``{input_ids, completion_mask}`` of each reply that calls ``Update_memory`` or ``Delete_memory`` right
+    after a ``Retrieve_memory`` of the same turn: the prompt (ending with the lookup's result, the stale entry and
+    its id in it) and, with loss, only that reply. Played by an expert that always brings a changed fact up to
+    date, they teach how to write the fix (copy the id, rewrite the entry) once the lookup has shown the stale
+    entry; whether to look a change up at all stays the imperfect expert's decision."""
+    from datasets import Dataset
+
+    rows: dict[str, list[list[int]]] = {"input_ids": [], "completion_mask": []}
+    for trajectory in trajectories:
+        for previous, step in itertools.pairwise(trajectory.steps):
+            looked_up = any(c.get("name") == "Retrieve_memory" for c in previous.tool_calls)
+            fixes = any(c.get("name") in MAINTENANCE_TOOLS for c in step.tool_calls)
+            if looked_up and fixes and previous.turn == step.turn and step.completion_ids:
+                rows["input_ids"].append(list(step.prompt_ids) + list(step.completion_ids))
+                rows["completion_mask"].append([0] * len(step.prompt_ids) + [1] * len(step.completion_ids))
     return Dataset.from_dict(rows)
 
 
@@ -211,8 +236,9 @@ def warm_start_dataset(
     drills: Sequence[Trajectory] = (),
     answer_statements: Sequence[tuple[str, str]] = (),
 ) -> tuple[Dataset, dict[str, int]]:
-    """The warm start's rows (demonstrations, reading drills, answer-copy turns, copy sequences: see
-    :func:`supervised_warm_start`) and how many of each, with the demonstrations' token counts."""
+    """The warm start's rows (demonstrations, reading drills and, with ``settings.maintenance_drills``, maintenance
+    drills, answer-copy turns, copy sequences: see :func:`supervised_warm_start`) and how many of each, with the
+    demonstrations' token counts."""
     from datasets import concatenate_datasets
 
     dataset = demonstration_dataset(trajectories)
@@ -220,18 +246,23 @@ def warm_start_dataset(
     drill_rows = reading_drill_dataset(drills) if drills else None
     if drill_rows is not None and len(drill_rows):
         dataset = concatenate_datasets([dataset, drill_rows])
+    fix_rows = maintenance_drill_dataset(drills) if drills and settings.maintenance_drills else None
+    if fix_rows is not None and len(fix_rows):
+        dataset = concatenate_datasets([dataset, fix_rows])
     answer_rows = answer_copy_rows(tokenizer, answer_statements) if answer_statements else None
     if answer_rows is not None and len(answer_rows):
         dataset = concatenate_datasets([dataset, answer_rows])
     if settings.copy_share > 0:
         dataset = with_copy_rows(dataset, tokenizer, settings)
     drill_count = len(drill_rows) if drill_rows is not None else 0
+    fix_count = len(fix_rows) if fix_rows is not None else 0
     answer_count = len(answer_rows) if answer_rows is not None else 0
     counts = {
         "sequences": demonstration_rows,
         "drill_sequences": drill_count,
+        "maintenance_drill_sequences": fix_count,
         "answer_copy_sequences": answer_count,
-        "copy_sequences": len(dataset) - demonstration_rows - drill_count - answer_count,
+        "copy_sequences": len(dataset) - demonstration_rows - drill_count - fix_count - answer_count,
         "completion_tokens": sum(sum(mask) for mask in dataset["completion_mask"][:demonstration_rows]),
         "tokens": sum(len(ids) for ids in dataset["input_ids"][:demonstration_rows]),
     }

@@ -11,12 +11,14 @@ from agemem.recipes.learn.sft import (
     SFTSettings,
     answer_copy_rows,
     demonstration_dataset,
+    maintenance_drill_dataset,
     reading_drill_dataset,
     supervised_warm_start,
+    warm_start_dataset,
 )
 from agemem.recipes.learn.task_tokenizer import train_task_tokenizer
 from agemem.rollouts.policy import tiny_qwen2_config
-from agemem.rollouts.synthetic import generate_synthetic_tasks
+from agemem.rollouts.synthetic import BY_NAME, generate_synthetic_tasks
 from tests.rollouts.scripted import play_expert
 
 
@@ -125,6 +127,50 @@ def test_answer_copy_rows_train_only_the_value_the_thought_quoted(demonstrations
             assert f"<|im_start|>assistant\n<think>{sentence}</think><answer>{value}</answer><|im_end|>" in text
     with pytest.raises(ValueError, match="per_row"):
         answer_copy_rows(tokenizer, statements, per_row=0)
+
+
+@pytest.fixture(scope="module")
+def revised_tasks():
+    return generate_synthetic_tasks(5, seed=5, attributes_per_entity=2, distractors_per_task=1, revisions=1)
+
+
+@pytest.mark.parametrize(
+    ("maintenance", "fix"), [("update", "Update_memory"), ("replace", "Update_memory"), ("delete", "Delete_memory")]
+)
+def test_maintenance_drills_train_only_the_fix_written_after_the_lookup(
+    qwen_tokenizer, revised_tasks, maintenance, fix
+):
+    habits = ExpertHabits(1.0, 0.0, 1.0, update_stale=1.0, maintenance=maintenance, whole_message=True)
+    trajectories = play_expert(qwen_tokenizer, revised_tasks, habits, paragraphs_per_turn=1, id_style="short")
+    dataset = maintenance_drill_dataset(trajectories)
+    assert len(dataset) == len(trajectories)  # one change a task, its fact always stored: one fix each
+    for row, trajectory, task in zip(dataset, trajectories, revised_tasks, strict=True):
+        (step,) = [s for s in trajectory.steps if any(c["name"] == fix for c in s.tool_calls)]
+        masked = [t for t, bit in zip(row["input_ids"], row["completion_mask"], strict=True) if bit]
+        assert masked == step.completion_ids  # the loss covers the fix and nothing else
+        (change,) = task.metadata["revisions"]
+        stale = BY_NAME[change["attribute"]].state(change["entity"], change["old"])
+        fixed = next(c for c in step.tool_calls if c["name"] == fix)["arguments"]["memory_id"]
+        prompt = qwen_tokenizer.decode(row["input_ids"][: len(step.prompt_ids)])
+        # the prompt ends with the lookup's result: the stale entry and the id the fix copies
+        lookup = prompt.rsplit("<tool_response>", 1)[1]
+        assert stale in lookup and f'"memory_id": "{fixed}"' in lookup
+    # an expert that never looks a change up writes no fix to drill
+    lazy = ExpertHabits(1.0, 0.0, 1.0, update_stale=0.0, maintenance=maintenance, whole_message=True)
+    assert len(maintenance_drill_dataset(play_expert(qwen_tokenizer, revised_tasks, lazy, paragraphs_per_turn=1))) == 0
+
+
+def test_maintenance_drills_join_the_warm_start_only_when_asked(qwen_tokenizer, revised_tasks):
+    habits = ExpertHabits(1.0, 0.0, 1.0, update_stale=1.0, whole_message=True)
+    drills = play_expert(qwen_tokenizer, revised_tasks, habits, paragraphs_per_turn=1)
+    settings = dict(epochs=1, learning_rate=1e-3, batch_size=2, copy_share=0.0)
+    plain, plain_counts = warm_start_dataset(qwen_tokenizer, drills, SFTSettings(**settings), drills=drills)
+    both, counts = warm_start_dataset(
+        qwen_tokenizer, drills, SFTSettings(**settings, maintenance_drills=True), drills=drills
+    )
+    assert plain_counts["maintenance_drill_sequences"] == 0 and counts["maintenance_drill_sequences"] == 5
+    assert len(both) == len(plain) + 5
+    assert both["input_ids"][-5:] == maintenance_drill_dataset(drills)["input_ids"]
 
 
 def _warm_start(trajectories, tokenizer, directory, **settings):

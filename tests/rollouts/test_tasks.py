@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 
 import pytest
 
@@ -461,6 +462,55 @@ def test_revisions_keep_the_people_and_their_first_statements():
 def test_revision_settings_are_checked(kwargs, message):
     with pytest.raises(ConfigError, match=message):
         generate_synthetic_tasks(1, **kwargs)
+
+
+MIXED_GRID = [params for params in REVISION_GRID if params.get("entities_per_task", 3) > 1]
+
+
+@pytest.mark.parametrize("params", MIXED_GRID)
+@pytest.mark.parametrize("share", [0.0, 0.3, 0.5])
+def test_mixed_questions_ask_an_unchanged_fact_outside_the_share(params, share):
+    tasks = generate_synthetic_tasks(80, revised_question_share=share, **params)
+    kinds = [t.metadata["type"] for t in tasks]
+    assert set(kinds) <= {"revised-fact", "unchanged-fact"}
+    # a binomial(80, share) count of revised questions: 5 standard deviations either way
+    spread = 5 * (80 * share * (1 - share)) ** 0.5
+    assert abs(kinds.count("revised-fact") - 80 * share) <= spread
+    for task in tasks:
+        changes = task.metadata["revisions"]
+        assert len(changes) == params["revisions"]  # the changes happen whatever the question asks
+        entity, attribute = task.metadata["entity"], BY_NAME[task.metadata["attribute"]]
+        changed = {(c["entity"], c["attribute"]) for c in changes}
+        if task.metadata["type"] == "revised-fact":
+            assert (entity, attribute.name) in changed
+            continue
+        assert (entity, attribute.name) not in changed
+        # the answer is the person's first and only statement of it, in their own paragraph
+        [fact] = task.supporting_facts
+        assert fact.title == entity and fact.text == attribute.state(entity, task.answer)
+        assert fact.text in next(p for p in task.contexts if p.title == entity).sentences
+        answer = task.answer.lower()
+        assert [s for p in task.contexts for s in p.sentences if answer in s.lower()] == [fact.text]
+        assert answer not in task.question.lower() and all(answer not in d.lower() for d in task.distractors)
+        claim = attribute.fact.split("{value}")[0].format(entity=entity)
+        assert [s for p in task.contexts for s in p.sentences if claim in s] == [fact.text]
+
+
+def test_a_share_of_one_is_the_task_set_from_before_the_setting():
+    params = {"seed": 3, "attributes_per_entity": 2, "distractors_per_task": 2, "revisions": 1}
+    assert generate_synthetic_tasks(30, revised_question_share=1.0, **params) == generate_synthetic_tasks(30, **params)
+    # without revisions the share draws nothing: the same tasks whatever it is
+    assert generate_synthetic_tasks(20, seed=3, revised_question_share=0.2) == generate_synthetic_tasks(20, seed=3)
+
+
+@pytest.mark.parametrize("share", [-0.1, 1.5, True, "half", None])
+def test_revised_question_share_is_checked(share):
+    with pytest.raises(ConfigError, match=f"revised_question_share={share!r} must be a number in \\[0, 1\\]"):
+        generate_synthetic_tasks(1, revisions=1, revised_question_share=share)
+    with pytest.raises(ConfigError, match=re.escape("all 1 facts change (revisions=1): state more facts")):
+        generate_synthetic_tasks(
+            1, entities_per_task=1, attributes_per_entity=1, revisions=1, revised_question_share=0.5
+        )
 
 
 @pytest.mark.parametrize(("sentences", "params"), [(3, {"seed": 1}), (6, {"seed": 8, "distractors_per_task": 12})])
