@@ -57,6 +57,9 @@ class LTMConfig:
     """longest memory content accepted by Add/Update; longer is an argument error the agent sees."""
     id_style: str = "hash"
     """how new entries are named: 'hash' (mem_ + 8 hex digits) or 'short' (m1, m2, ... per scope, never reused)."""
+    echo_changes: bool = True
+    """Add/Update/Delete results repeat the changed entries (id, content, metadata); false: only the message, which
+    names their ids (shorter prompts: the agent has just written that content)."""
 
     def validate(self) -> None:
         if self.id_style not in ID_STYLES:

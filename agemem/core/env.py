@@ -496,7 +496,7 @@ class MemoryEnv:
             previous = event.previous.content if event.previous else None
             memory_id = arguments.get("memory_id")
             self._record_op(result, arguments.get("content", ""), previous=previous, memory_id=memory_id)
-        return result.to_observation()
+        return result.to_observation(echo_changes=self.config.ltm.echo_changes)
 
     def summary_context(self, span: str) -> Generator[SummaryRequest, str, Payload]:
         """Summary_context: yields the span's messages for their summary, then puts it in their place."""

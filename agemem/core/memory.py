@@ -55,12 +55,14 @@ class MemoryResult:
     message: str = ""
     """a one-line summary for the agent, or the error and how to fix it when ``ok`` is false."""
 
-    def to_observation(self) -> dict[str, Any]:
-        """JSON-ready payload shown to the agent as the tool result."""
+    def to_observation(self, *, echo_changes: bool = True) -> dict[str, Any]:
+        """JSON-ready payload shown to the agent as the tool result. A retrieval always shows its entries; an
+        add, update or delete repeats the changed entries only with ``echo_changes`` (its message names their ids
+        either way, and the agent has just written their content)."""
         payload: dict[str, Any] = {"ok": self.ok, "message": self.message}
         if self.op == "retrieve":
             payload["memories"] = [{**e.to_json(), "score": round(s, 4)} for e, s in zip(self.entries, self.scores)]
-        elif self.entries:
+        elif self.entries and echo_changes:
             payload["memories"] = [e.to_json() for e in self.entries]
         return payload
 

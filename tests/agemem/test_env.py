@@ -41,6 +41,35 @@ def test_add_memory_stores_with_stage_and_records_the_op(make_env):
     assert env.context.messages[-1].role == "tool" and env.context.messages[-2].role == "assistant"
 
 
+def test_without_echo_changes_show_their_ids_not_their_entries_and_retrieval_is_unchanged(make_env):
+    def session(echo: bool) -> tuple[list[dict], list]:
+        config = EnvConfig()
+        config.ltm.echo_changes = echo
+        env = make_env(config)
+        added = observation(env.step(call("Add_memory", content="red apple pie")))
+        memory_id = env.ltm.entries()[0].id
+        shown = [
+            added,
+            observation(env.step(call("Update_memory", memory_id=memory_id, content="green apple pie"))),
+            observation(env.step(call("Retrieve_memory", query="apple pie"))),
+            observation(env.step(call("Delete_memory", memory_id=memory_id, confirmation=True))),
+        ]
+        return shown, [(op.op, op.ok, op.memory_id) for op in env.stats.memory_ops]
+
+    echoed, echoed_ops = session(True)
+    quiet, quiet_ops = session(False)
+    assert quiet_ops == echoed_ops and all(o["ok"] for o in quiet)  # the same changes, booked the same way
+    for loud, short in zip(echoed, quiet, strict=True):
+        assert short["message"] == loud["message"]
+        if short["tool"] == "Retrieve_memory":
+            assert short == loud  # what a lookup finds is always shown
+        else:
+            memory_id = loud["memories"][0]["memory_id"]
+            assert "memories" not in short and {**short, "memories": loud["memories"]} == loud
+            assert memory_id in short["message"]  # "stored 1 memory entry: m1", "updated m1", "deleted m1"
+    assert len(json.dumps(quiet[0])) < len(json.dumps(echoed[0]))
+
+
 def test_add_memory_with_empty_content_is_an_argument_error_and_stores_nothing(make_env):
     env = make_env()
     result = env.step(call("Add_memory", content=""))
