@@ -56,6 +56,9 @@ class LearnConfig:
     """expert: a stale entry is rewritten (``update``: Update_memory, one sentence replaced), overwritten by the
     changed sentence its lookup quoted (``replace``: one call, a near copy) or deleted with the change stored as it
     came (``delete``: Delete_memory + Add_memory in one reply)."""
+    expert_lookup_stored_only: bool = False
+    """expert: look a change up only when its own earlier Add_memory stored the sentence it changes (every lookup then
+    finds the stale entry; without it, half of them return another person's entry at expert_store_fact 0.5)."""
     expert_summarise_context: float = 0.0
     """expert: probability of summarising the context after a Stage-2 distractor it did not store."""
     expert_quote_evidence: bool = False

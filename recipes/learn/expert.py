@@ -15,7 +15,8 @@ probability so that the imitating policy has room to improve:
   (``Update_memory``, the old sentence replaced by the change), or with ``maintenance='replace'`` overwrites it with
   the changed sentence alone, or with ``maintenance='delete'`` deletes that entry and stores the change as it came
   (``Delete_memory`` and ``Add_memory``); otherwise, or when nothing stored
-  states it, the change is stored like any fact (``store_fact``), beside the stale entry;
+  states it, the change is stored like any fact (``store_fact``), beside the stale entry. With
+  ``lookup_stored_only`` it looks up only what its own earlier ``Add_memory`` stored;
 * Stage 3: it calls ``Retrieve_memory`` with the question with probability ``retrieve``, then
   answers from what it can see: the first sentence stating the asked person's value (in a retrieval, the
   best match: a stale memory ranked above its change is read), else the value of the closest look-alike
@@ -93,6 +94,10 @@ class ExpertHabits:
     replaced); ``replace`` overwrites it with the changed sentence alone, the lookup's query (Update_memory; the
     entry's other facts are lost); ``delete`` deletes it and stores the change as it came (Delete_memory and
     Add_memory in one reply)."""
+    lookup_stored_only: bool = False
+    """look a change up only when an earlier ``Add_memory`` of this conversation stored the sentence it changes (the
+    call sits in the same Stage-1 context), so every lookup finds the stale entry; otherwise it looks up whether or
+    not it stored it, and a lookup may return another person's entry."""
     summarise_context: float = 0.0
     """probability of summarising the context after a Stage-2 distractor it did not store."""
     seed: int = 0
@@ -173,7 +178,8 @@ class SyntheticExpert:
         changed = [item for text, item in self._changes.items() if text in message]
         stated = [title for text, (_, title) in self._paragraphs.items() if text in message]
         if changed and len(stated) == len(changed):  # a message of changes only (one message per change)
-            return self._bring_up_to_date(*changed[0], message, conversation[users[-1] + 1 :])
+            before, after = conversation[: users[-1]], conversation[users[-1] + 1 :]
+            return self._bring_up_to_date(*changed[0], message, before, after)
         facts = [(text, owner) for text, owner in self._paragraphs.items() if text in message]
         if acted or not facts or not self._offers(1, "Add_memory"):
             return answer_text("Noted.", "OK")
@@ -186,23 +192,31 @@ class SyntheticExpert:
         return tool_call_text("Worth keeping.", [("Add_memory", {"content": text}) for text in kept])
 
     def _bring_up_to_date(
-        self, task: Task, change: dict[str, str], title: str, message: str, after: list[dict[str, str]]
+        self,
+        task: Task,
+        change: dict[str, str],
+        title: str,
+        message: str,
+        before: list[dict[str, str]],
+        after: list[dict[str, str]],
     ) -> str:
         """A Stage-1 message changing a fact: look it up, then rewrite the stale entry (or store the change)."""
         attribute = BY_NAME[change["attribute"]]
         current = attribute.revise(change["entity"], change["new"])
+        stale = attribute.state(change["entity"], change["old"])
         calls = [name for m in after if m["role"] == "assistant" for name in called_tools(m["content"])]
         if calls and calls[-1] != "Retrieve_memory":  # updated or stored: done with this message
             return answer_text("Noted.", "OK")
         if not calls:
             wants = self._flip(task, f"update:{title}", self.habits.update_stale)
+            if self.habits.lookup_stored_only:
+                wants = wants and stored_earlier(before, stale)
             maintains = MAINTENANCE_TOOL[self.habits.maintenance]
             if wants and self._offers(1, "Retrieve_memory") and self._offers(1, maintains):
                 return tool_call_text(
                     "This changes something I may have stored.", [("Retrieve_memory", {"query": current})]
                 )
         else:  # the lookup came back: bring the entry that states the old value up to date, if one does
-            stale = attribute.state(change["entity"], change["old"])
             for memory in retrieved_memories(after[-1]["content"]):
                 if stale in memory.get("content", ""):
                     stored_change = message if self.habits.whole_message else current
@@ -302,6 +316,15 @@ def visible_evidence(task: Task, visible: str) -> tuple[str, str] | None:
         stated, key=lambda pnvs: (pnvs[1] == entity, difflib.SequenceMatcher(None, pnvs[1], entity).ratio())
     )
     return value, sentence
+
+
+def stored_earlier(conversation: list[dict[str, str]], sentence: str) -> bool:
+    """Whether an assistant reply of ``conversation`` called ``Add_memory`` with ``sentence`` in its content."""
+    encoded = json.dumps(sentence)[1:-1]  # as it stands inside the call's JSON
+    return any(
+        m["role"] == "assistant" and "Add_memory" in called_tools(m["content"]) and encoded in m["content"]
+        for m in conversation
+    )
 
 
 def called_tools(text: str) -> list[str]:

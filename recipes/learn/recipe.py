@@ -223,6 +223,7 @@ def expert_habits(
         seed=seed,
         whole_message=learn_cfg.expert_whole_message,
         maintenance=learn_cfg.expert_maintenance,
+        lookup_stored_only=learn_cfg.expert_lookup_stored_only,
         quote_evidence=learn_cfg.expert_quote_evidence,
         quote_style=learn_cfg.expert_quote_style,
     )

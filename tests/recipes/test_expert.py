@@ -3,6 +3,7 @@ retrieves and answers, and how often it takes each habit."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -193,6 +194,31 @@ def test_a_replacing_expert_overwrites_the_stale_entry_with_the_sentence_it_look
         assert memory[update["arguments"]["memory_id"]] == current and len(memory) == 3
         assert not any(attribute.state(change["entity"], change["old"]) in c for c in memory.values())
         assert trajectory.answer == task.answer and all(not s.violations for s in trajectory.steps)
+
+
+def test_an_expert_that_looks_up_only_what_it_stored_always_finds_the_stale_entry(qwen_tokenizer):
+    tasks = generate_synthetic_tasks(24, seed=9, attributes_per_entity=2, distractors_per_task=1, revisions=1)
+
+    def lookups(only_stored: bool) -> list[tuple[bool, bool]]:
+        """(the stale sentence was stored before, the lookup's result shows it) for every Stage-1 lookup."""
+        habits = ExpertHabits(0.5, 0.0, 1.0, update_stale=1.0, whole_message=True, lookup_stored_only=only_stored)
+        found = []
+        for trajectory, task in zip(play_expert(qwen_tokenizer, tasks, habits, paragraphs_per_turn=1), tasks):
+            (change,) = task.metadata["revisions"]
+            stale = BY_NAME[change["attribute"]].state(change["entity"], change["old"])
+            stored = False
+            for step in (s for s in trajectory.steps if s.stage == 1):
+                names = [c["name"] for c in step.tool_calls]
+                if "Retrieve_memory" in names:
+                    found.append((stored, any(stale in json.dumps(r) for r in step.tool_results)))
+                stored |= any(c["name"] == "Add_memory" and stale in c["arguments"]["content"] for c in step.tool_calls)
+        return found
+
+    careful, careless = lookups(True), lookups(False)
+    assert careful and all(stored and shown for stored, shown in careful)
+    # the same coins without the check: the stored lookups are the same, plus some of nothing stored
+    assert [item for item in careless if item[0]] == careful
+    assert any(not stored and not shown for stored, shown in careless)
 
 
 @pytest.mark.parametrize("id_style", ["hash", "short"])
