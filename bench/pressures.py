@@ -67,35 +67,27 @@ class Pressure:
 
 
 CAREFUL = ExpertHabits(store_fact=1.0, store_distractor=0.0, retrieve=1.0, update_stale=1.0)
+NO_FIX = ExpertHabits(1.0, 0.0, 1.0, update_stale=0.0)
+"""stores every fact and the change beside it, always retrieves: the revisions pressures' skipping arm."""
+# the change's message needs up to 3 steps (Retrieve, the fix, reply) beyond the people's 2 each (6)
+REVISED = ("data.synthetic.revisions=1", "rollout.stage1_max_steps=10")
+MIXED = (*REVISED, "data.synthetic.revised_question_share=0.5")
 PRESSURES = (
     Pressure("recall", (), CAREFUL, ExpertHabits(1.0, 0.0, 0.0, update_stale=1.0), "Retrieve_memory"),
-    Pressure(
-        "revisions",
-        # the change's message needs up to 3 steps (Retrieve, Update, reply) beyond the people's 2 each (6)
-        ("data.synthetic.revisions=1", "rollout.stage1_max_steps=10"),
-        CAREFUL,
-        ExpertHabits(1.0, 0.0, 1.0, update_stale=0.0),
-        "Update_memory",
-    ),
+    Pressure("revisions", REVISED, CAREFUL, NO_FIX, "Update_memory"),
     Pressure(
         "revisions_delete",
         # the same tasks, the stale entry deleted and the change stored (Retrieve, then Delete + Add in one reply)
-        ("data.synthetic.revisions=1", "rollout.stage1_max_steps=10"),
+        REVISED,
         ExpertHabits(1.0, 0.0, 1.0, update_stale=1.0, maintenance="delete"),
-        ExpertHabits(1.0, 0.0, 1.0, update_stale=0.0),
+        NO_FIX,
         "Delete_memory",
     ),
-    Pressure(
-        "revisions_mixed",
-        ("data.synthetic.revisions=1", "data.synthetic.revised_question_share=0.5", "rollout.stage1_max_steps=10"),
-        CAREFUL,
-        ExpertHabits(1.0, 0.0, 1.0, update_stale=0.0),
-        "Update_memory",
-    ),
+    Pressure("revisions_mixed", MIXED, CAREFUL, NO_FIX, "Update_memory"),
     Pressure(
         "revisions_mixed_replace",
         # both arms call Update_memory once a change; what differs is what the entry keeps
-        ("data.synthetic.revisions=1", "data.synthetic.revised_question_share=0.5", "rollout.stage1_max_steps=10"),
+        MIXED,
         CAREFUL,
         ExpertHabits(1.0, 0.0, 1.0, update_stale=1.0, maintenance="replace"),
         "Update_memory",

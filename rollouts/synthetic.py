@@ -182,21 +182,15 @@ def generate_synthetic_tasks(
             f"entities_per_task + revisions = {entities_per_task + revisions} must be <= {MAX_ENTITIES + 2}: "
             "every person and every revised value needs its own value of an attribute"
         )
-    return [
-        _generate_task(
-            seed,
-            index,
-            _Shape(
-                entities_per_task,
-                attributes_per_entity,
-                distractors_per_task,
-                revisions,
-                distractor_sentences,
-                revised_question_share,
-            ),
-        )
-        for index in range(num_tasks)
-    ]
+    shape = _Shape(
+        entities_per_task,
+        attributes_per_entity,
+        distractors_per_task,
+        revisions,
+        distractor_sentences,
+        revised_question_share,
+    )
+    return [_generate_task(seed, index, shape) for index in range(num_tasks)]
 
 
 def fact_statements(count: int, *, seed: int = 0) -> list[tuple[str, str]]:

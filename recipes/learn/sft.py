@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from datasets import Dataset
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+    from agemem.rollouts.records import Step as Step
     from agemem.rollouts.records import Trajectory
 
 
@@ -95,17 +96,29 @@ def reading_drill_dataset(trajectories: Sequence[Trajectory]) -> Dataset:
     ``Retrieve_memory`` call of the same turn: the prompt (ending with the retrieved memories) and, with
     loss, only the answer. Played by an expert that reads correctly, they teach reading retrieved memories
     and nothing about when to store or retrieve (the imitated decisions stay those of the imperfect expert)."""
-    from datasets import Dataset
-
-    rows: dict[str, list[list[int]]] = {"input_ids": [], "completion_mask": []}
+    answers = []
     for trajectory in trajectories:
         final, previous = trajectory.steps[-1], trajectory.steps[-2] if len(trajectory.steps) > 1 else None
-        retrieved = previous is not None and any(c.get("name") == "Retrieve_memory" for c in previous.tool_calls)
-        if final.answer is None or not retrieved or previous.turn != final.turn or not final.completion_ids:
-            continue
-        rows["input_ids"].append(list(final.prompt_ids) + list(final.completion_ids))
-        rows["completion_mask"].append([0] * len(final.prompt_ids) + [1] * len(final.completion_ids))
-    return Dataset.from_dict(rows)
+        if final.answer is not None and previous is not None and _follows_a_lookup(previous, final):
+            answers.append(final)
+    return _reply_rows(answers)
+
+
+def _follows_a_lookup(previous: Step, step: Step) -> bool:
+    return previous.turn == step.turn and any(c.get("name") == "Retrieve_memory" for c in previous.tool_calls)
+
+
+def _reply_rows(steps: Sequence[Step]) -> Dataset:
+    """Rows ``{input_ids, completion_mask}``, one a step: its prompt, then its reply, with loss on the reply only."""
+    from datasets import Dataset
+
+    steps = [step for step in steps if step.completion_ids]
+    return Dataset.from_dict(
+        {
+            "input_ids": [list(s.prompt_ids) + list(s.completion_ids) for s in steps],
+            "completion_mask": [[0] * len(s.prompt_ids) + [1] * len(s.completion_ids) for s in steps],
+        }
+    )
 
 
 MAINTENANCE_TOOLS = frozenset({"Update_memory", "Delete_memory"})
@@ -117,17 +130,14 @@ def maintenance_drill_dataset(trajectories: Sequence[Trajectory]) -> Dataset:
     its id in it) and, with loss, only that reply. Played by an expert that always brings a changed fact up to
     date, they teach how to write the fix (copy the id, rewrite the entry) once the lookup has shown the stale
     entry; whether to look a change up at all stays the imperfect expert's decision."""
-    from datasets import Dataset
-
-    rows: dict[str, list[list[int]]] = {"input_ids": [], "completion_mask": []}
-    for trajectory in trajectories:
-        for previous, step in itertools.pairwise(trajectory.steps):
-            looked_up = any(c.get("name") == "Retrieve_memory" for c in previous.tool_calls)
-            fixes = any(c.get("name") in MAINTENANCE_TOOLS for c in step.tool_calls)
-            if looked_up and fixes and previous.turn == step.turn and step.completion_ids:
-                rows["input_ids"].append(list(step.prompt_ids) + list(step.completion_ids))
-                rows["completion_mask"].append([0] * len(step.prompt_ids) + [1] * len(step.completion_ids))
-    return Dataset.from_dict(rows)
+    return _reply_rows(
+        [
+            step
+            for trajectory in trajectories
+            for previous, step in itertools.pairwise(trajectory.steps)
+            if _follows_a_lookup(previous, step) and any(c.get("name") in MAINTENANCE_TOOLS for c in step.tool_calls)
+        ]
+    )
 
 
 def answer_copy_rows(
@@ -243,26 +253,23 @@ def warm_start_dataset(
 
     dataset = demonstration_dataset(trajectories)
     demonstration_rows = len(dataset)
-    drill_rows = reading_drill_dataset(drills) if drills else None
-    if drill_rows is not None and len(drill_rows):
-        dataset = concatenate_datasets([dataset, drill_rows])
-    fix_rows = maintenance_drill_dataset(drills) if drills and settings.maintenance_drills else None
-    if fix_rows is not None and len(fix_rows):
-        dataset = concatenate_datasets([dataset, fix_rows])
-    answer_rows = answer_copy_rows(tokenizer, answer_statements) if answer_statements else None
-    if answer_rows is not None and len(answer_rows):
-        dataset = concatenate_datasets([dataset, answer_rows])
+    extras = {
+        "drill_sequences": reading_drill_dataset(drills) if drills else None,
+        "maintenance_drill_sequences": maintenance_drill_dataset(drills)
+        if drills and settings.maintenance_drills
+        else None,
+        "answer_copy_sequences": answer_copy_rows(tokenizer, answer_statements) if answer_statements else None,
+    }
+    extra_counts = {name: len(rows) if rows is not None else 0 for name, rows in extras.items()}
+    filled = [rows for rows in extras.values() if rows is not None and len(rows)]
+    if filled:
+        dataset = concatenate_datasets([dataset, *filled])
     if settings.copy_share > 0:
         dataset = with_copy_rows(dataset, tokenizer, settings)
-    drill_count = len(drill_rows) if drill_rows is not None else 0
-    fix_count = len(fix_rows) if fix_rows is not None else 0
-    answer_count = len(answer_rows) if answer_rows is not None else 0
     counts = {
         "sequences": demonstration_rows,
-        "drill_sequences": drill_count,
-        "maintenance_drill_sequences": fix_count,
-        "answer_copy_sequences": answer_count,
-        "copy_sequences": len(dataset) - demonstration_rows - drill_count - fix_count - answer_count,
+        **extra_counts,
+        "copy_sequences": len(dataset) - demonstration_rows - sum(extra_counts.values()),
         "completion_tokens": sum(sum(mask) for mask in dataset["completion_mask"][:demonstration_rows]),
         "tokens": sum(len(ids) for ids in dataset["input_ids"][:demonstration_rows]),
     }
