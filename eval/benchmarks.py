@@ -35,7 +35,7 @@ class Entry:
 
     module: str
     attribute: str
-    """the :class:`~agemem.eval.runner.Benchmark` class in ``module``."""
+    """the :class:`~agemem.eval.runner.Benchmark` class in ``module``, or a function of no arguments that builds one."""
     help: str
     limit_key: str
     """the config key ``--limit N`` sets."""
@@ -55,8 +55,8 @@ BUILTIN: dict[str, Entry] = {
         ),
     ),
     "alfworld": Entry(
-        "agemem.eval.alfworld",
-        "ALFWorld",
+        "agemem.eval.games",
+        "alfworld",
         "ALFWorld games with environment commands and the memory tools: SR per task type, steps, TC",
         "alfworld.limit",
         (

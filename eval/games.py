@@ -435,6 +435,10 @@ def benchmark_for(name: str) -> GameBenchmark:
     return GameBenchmark(get_suite(name))
 
 
+def alfworld() -> GameBenchmark:
+    return benchmark_for("alfworld")
+
+
 def sciworld() -> GameBenchmark:
     return benchmark_for("sciworld")
 

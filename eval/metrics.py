@@ -2,7 +2,7 @@
 
 Names follow the AgeMem paper: TN (prompt tokens per step of the task stage) and TC (tool calls per
 episode). Answer metrics live with their benchmark (HotpotQA EM / F1 in :mod:`agemem.rewards.judges`, ALFWorld
-success in :mod:`agemem.eval.alfworld`). The step-level forms (:func:`count_tool_calls`, :func:`prompt_tokens`)
+success in :mod:`agemem.eval.games`). The step-level forms (:func:`count_tool_calls`, :func:`prompt_tokens`)
 serve episodes that are not three-stage trajectories (ALFWorld games).
 """
 

@@ -2,28 +2,18 @@
 
 The episode, its prompt and its reward are the text-game seam's (:mod:`agemem.tasks.games`); this module is what
 is ALFWorld's: the world paragraph of the prompt, the games of a split (:func:`~agemem.tasks.alfworld_games.
-discover_games`) and TextWorld's engine (:class:`~agemem.tasks.alfworld_games.TextGame`). Registering
+discover_games`) and TextWorld's engine (:class:`~agemem.tasks.alfworld_games.AlfworldGame`). Registering
 :data:`SUITE` makes ``data.source=alfworld`` a training task and ``agemem eval alfworld`` an evaluation
-(:mod:`agemem.eval.alfworld`).
+(:class:`agemem.eval.games.GameBenchmark`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 
-from agemem.tasks.alfworld_games import TASK_LABELS, TASK_TYPES, Game, TextGame, discover_games, expert_plan
-from agemem.tasks.config import AlfworldConfig, GameConfig, TaskRunConfig
-from agemem.tasks.games import (  # noqa: F401  (the episode's pieces, re-exported under their ALFWorld names)
-    GameEpisode,
-    GameError,
-    GameResult,
-    GameScorer,
-    normalize_command,
-    register_suite,
-    with_game_prompt,
-)
-from agemem.tasks.games import game_system_prompt as suite_system_prompt
+from agemem.tasks.alfworld_games import TASK_LABELS, TASK_TYPES, AlfworldGame, Game, discover_games, expert_plan
+from agemem.tasks.config import AlfworldConfig, GameConfig
+from agemem.tasks.games import register_suite
 from agemem.tasks.textgame import GameRef, GameSuite
 
 BENCHMARK = "alfworld"
@@ -34,9 +24,9 @@ def _discover(settings: GameConfig) -> list[Game]:
     return discover_games(settings.data_dir, settings.split)
 
 
-def _open(game: GameRef, settings: GameConfig) -> TextGame:
+def _open(game: GameRef, settings: GameConfig) -> AlfworldGame:
     assert isinstance(game, Game)
-    return TextGame(game)
+    return AlfworldGame(game)
 
 
 def _expert(game: GameRef, settings: GameConfig) -> list[str]:
@@ -68,32 +58,6 @@ SUITE = GameSuite(
     expert=_expert,
 )
 """ALFWorld's games in TextWorld's engine: SR per task type (pick, look, clean, heat, cool, pick2)."""
-
-
-def game_system_prompt(
-    tools: Sequence[str],
-    tool_format: str,
-    *,
-    max_env_steps: int,
-    auto_retrieval: bool = False,
-    show_admissible: bool = True,
-    debrief: bool = True,
-) -> str:
-    """The system message of an ALFWorld game (:func:`agemem.tasks.games.game_system_prompt` for :data:`SUITE`)."""
-    return suite_system_prompt(
-        SUITE,
-        tools,
-        tool_format,
-        max_env_steps=max_env_steps,
-        auto_retrieval=auto_retrieval,
-        show_admissible=show_admissible,
-        debrief=debrief,
-    )
-
-
-def game_config(config: TaskRunConfig) -> TaskRunConfig:
-    """``config`` with the ALFWorld system prompt for its tools, unless ``env.system_prompt`` names one already."""
-    return with_game_prompt(config, SUITE)
 
 
 ALFWORLD = register_suite(SUITE)

@@ -1,7 +1,7 @@
 """ALFWorld games in TextWorld's text-only engine: finding them on disk and playing one.
 
-(Lives in tasks/ so that training, ``agemem.tasks.alfworld``, and evaluation, ``agemem.eval.alfworld``, share it;
-``agemem.eval.alfworld_games`` re-exports it.)
+(Training, ``data.source=alfworld``, and evaluation, ``agemem eval alfworld``, both play it through the suite in
+:mod:`agemem.tasks.alfworld`.)
 
 ALFWorld (Shridhar et al., 2021) ships each game as ``json_2.1.1/<split>/<task folder>/<trial>/`` with
 ``game.tw-pddl`` (the PDDL domain, problem and text grammar; ``"solvable": true`` when ALFWorld's expert
@@ -16,7 +16,7 @@ is opened; without them :func:`require_alfworld` raises :class:`AlfworldMissingE
   ``~/.cache/alfworld``, ALFWorld's own default);
 * :func:`discover_games`: the solvable games of a split, ordered round-robin over the six task types so that
   any prefix (``--limit``) is balanced across types;
-* :class:`TextGame`: one game (``reset``, ``step`` with admissible commands and ``won``), :func:`expert_plan`:
+* :class:`AlfworldGame`: one game (``reset``, ``step`` with admissible commands and ``won``), :func:`expert_plan`:
   the planner's solution from the start state.
 """
 
@@ -205,7 +205,7 @@ def _argv_kept() -> Iterator[None]:
         sys.argv = argv
 
 
-class TextGame:
+class AlfworldGame:
     """One ALFWorld game in TextWorld's PDDL engine: ``reset()``, then ``step(command)`` until ``won``; ``close()``
     (or a ``with`` block) hands the engine back for the next game. ``walkthrough=True`` also plans a solution at
     reset (:func:`expert_plan`)."""
@@ -234,7 +234,7 @@ class TextGame:
     def step(self, command: str) -> GameState:
         """Send one command; an inadmissible one leaves the game as it was ("Nothing happens.")."""
         if self._state is None:
-            raise RuntimeError("TextGame.step before reset()")
+            raise RuntimeError("AlfworldGame.step before reset()")
         self._state, _, _ = self._env.step(command)
         return self._game_state()
 
@@ -254,7 +254,7 @@ class TextGame:
         won = bool(state["won"])
         return GameState(observation, sorted(state["admissible_commands"] or []), won, progress=float(won))
 
-    def __enter__(self) -> TextGame:
+    def __enter__(self) -> AlfworldGame:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -264,6 +264,6 @@ class TextGame:
 def expert_plan(game: Game) -> list[str]:
     """The planner's solution from the game's start state (fast-downward through TextWorld's PDDL engine): the
     commands that win the game when played in order. Planning takes from a second to a few minutes per game."""
-    with TextGame(game, walkthrough=True) as world:
+    with AlfworldGame(game, walkthrough=True) as world:
         world.reset()
         return world.walkthrough

@@ -1,4 +1,4 @@
-"""ALFWorld as a stream (TraceRetain's setting), on the games and text engine of :mod:`agemem.eval.alfworld_games`.
+"""ALFWorld as a stream (TraceRetain's setting), on the games and text engine of :mod:`agemem.tasks.alfworld_games`.
 
 * items: the solvable games of ``alfworld.split`` under ``alfworld.data_dir`` (round-robin over the six task
   types), in that order;
@@ -9,10 +9,10 @@
 * execution: the action trajectory, one ``> command`` line and the game's reply per environment step, then
   ``Outcome: done`` or ``Outcome: not done``;
 * strict: the game reports the task won;
-* ground truth: the planner's solution (``agemem.eval.alfworld_games.expert_plan``), computed only when needed (the
+* ground truth: the planner's solution (``agemem.tasks.alfworld_games.expert_plan``), computed only when needed (the
   initial bank, error-free replay).
 
-One game is played as :mod:`agemem.eval.alfworld` plays it (its system prompt and command normalisation; at most
+One game is played as `agemem eval alfworld` plays it (its system prompt and command normalisation; at most
 ``alfworld.max_env_steps`` commands, ``alfworld.max_replies_per_step`` replies per command, an inadmissible
 command costs the step), with the retrieved records in the first message; with the policy addition the agent may
 call Add_memory / Delete_memory between commands and in a memory turn after the game. ReMem
@@ -38,7 +38,7 @@ from agemem.tasks.config import AlfworldConfig
 if TYPE_CHECKING:
     from agemem.eval.stream.base import MemoryTools
     from agemem.rollouts.engines.chat import ChatModel
-    from agemem.tasks.alfworld_games import Game, GameState, TextGame
+    from agemem.tasks.alfworld_games import AlfworldGame, Game, GameState
 
 TASK_SENTENCES = {
     "pick_and_place_simple": "put a {object} in {receptacle}",
@@ -87,8 +87,8 @@ class AlfworldStreamTask:
     source: list[StreamItem]
     settings: AlfworldConfig
     tool_format: str = "agemem"
-    open_game: Callable[[Game], TextGame] | None = None
-    """how a game is opened (default: :class:`agemem.eval.alfworld_games.TextGame`)."""
+    open_game: Callable[[Game], AlfworldGame] | None = None
+    """how a game is opened (default: :class:`agemem.tasks.alfworld_games.AlfworldGame`)."""
     name: str = "alfworld"
 
     def items(self) -> list[StreamItem]:
@@ -102,13 +102,15 @@ class AlfworldStreamTask:
         tools: MemoryTools | None,
         seed: int | None,
     ) -> Attempt:
-        from agemem.tasks.alfworld import game_system_prompt, normalize_command
-        from agemem.tasks.alfworld_games import TextGame
+        from agemem.tasks.alfworld import SUITE
+        from agemem.tasks.alfworld_games import AlfworldGame
+        from agemem.tasks.games import game_system_prompt, normalize_command
 
         settings = self.settings
         offered = tools.offered if tools is not None else ()
         remem = tools if isinstance(tools, ReMemSession) else None
         prompt = game_system_prompt(
+            SUITE,
             () if remem else offered,
             self.tool_format,
             max_env_steps=settings.max_env_steps,
@@ -128,7 +130,7 @@ class AlfworldStreamTask:
             dialogue = Dialogue(model, messages, offered, tools, schemas, seed)
         lines: list[str] = []
         won, error = False, None
-        opened = (self.open_game or TextGame)(item.payload)
+        opened = (self.open_game or AlfworldGame)(item.payload)
         try:
             state = opened.reset()
             messages.append({"role": "user", "content": task_message(self._shown(state.observation, state), demos)})

@@ -17,17 +17,19 @@ from agemem.core.chat import load_tokenizer
 from agemem.core.configlib import ConfigError, load_config
 from agemem.core.context import SUMMARY_PREFIX
 from agemem.entrypoints.roots import AgeMemConfig
-from agemem.eval.alfworld import evaluate_alfworld, game_system_prompt, normalize_command, snapshots
-from agemem.eval.alfworld_games import (
+from agemem.eval.games import evaluate_games, snapshots
+from agemem.eval.models import Backend
+from agemem.tasks.alfworld import SUITE
+from agemem.tasks.alfworld_games import (
     TASK_TYPES,
+    AlfworldGame,
     AlfworldMissingError,
-    TextGame,
     discover_games,
     expert_plan,
     require_alfworld,
     split_dir,
 )
-from agemem.eval.models import Backend
+from agemem.tasks.games import game_system_prompt, normalize_command
 from tests.alfworld_data import DATA, needs_alfworld
 from tests.conftest import WordSetEncoder
 from tests.eval.agents import MessagesEngine, answer, call
@@ -75,11 +77,11 @@ def test_commands_are_normalised_and_the_prompt_offers_only_the_tools_given():
     assert normalize_command('  "Go to  Desk 1." ') == "go to desk 1"
     assert normalize_command("> take book 1 from sofa 1") == "take book 1 from sofa 1"
     full = game_system_prompt(
-        ("Add_memory", "Retrieve_memory", "Summary_context"), "agemem", max_env_steps=50, show_admissible=True
+        SUITE, ("Add_memory", "Retrieve_memory", "Summary_context"), "agemem", max_env_steps=50, show_admissible=True
     )
     assert "at most 50 commands" in full and "{tools}" in full and "<answer>done</answer>" in full
     assert "Retrieve_memory" in full and "Summary_context" in full and "Filter_context" not in full
-    bare = game_system_prompt((), "agemem", max_env_steps=7)
+    bare = game_system_prompt(SUITE, (), "agemem", max_env_steps=7)
     assert "{tools}" not in bare and "tool_call" not in bare and "at most 7 commands" in bare
 
 
@@ -91,7 +93,7 @@ def plans() -> dict[str, tuple[str, list[str]]]:
     """``{first observation: (game id, expert plan)}`` for the test games."""
     found = {}
     for game in discover_games(str(DATA), "valid_seen"):
-        with TextGame(game, walkthrough=True) as world:
+        with AlfworldGame(game, walkthrough=True) as world:
             first = world.reset().observation
             found[first] = (game.id, world.walkthrough)
     return found
@@ -124,7 +126,9 @@ class ExpertAgent:
 def _evaluate(config, out, agent):
     tokenizer = load_tokenizer()
     engine = MessagesEngine(tokenizer, agent)
-    runs = evaluate_alfworld(config, out, backends={"scripted": Backend(engine, tokenizer)}, encoder=WordSetEncoder())
+    runs = evaluate_games(
+        "alfworld", config, out, backends={"scripted": Backend(engine, tokenizer)}, encoder=WordSetEncoder()
+    )
     return runs, engine
 
 
