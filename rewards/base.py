@@ -1,4 +1,5 @@
-"""The judge protocol: three roles, each a batch of items in, one score in [0, 1] per item out.
+"""The scoring protocols: a judge (three roles, each a batch of items in, one score in [0, 1] per item out) and a
+trajectory scorer (a batch of finished episodes in, their rewards filled).
 
 Batches let an LLM judge send its requests concurrently; a rule-based judge just loops.
 """
@@ -7,7 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from agemem.rollouts.records import Trajectory
+    from agemem.rollouts.tasks import Task
 
 
 @dataclass(frozen=True)
@@ -48,4 +53,14 @@ class Judge(Protocol):
 
     def relevance_scores(self, items: Sequence[RelevanceItem]) -> list[float]:
         """How relevant each retrieval's items are to the question, in [0, 1]."""
+        ...
+
+
+class TrajectoryScorer(Protocol):
+    """Fills ``trajectory.reward`` for a batch and returns the breakdowns (agemem.rewards.build.RewardScorer)."""
+
+    def __call__(self, trajectories: Sequence[Trajectory], tasks: Sequence[Task]) -> list[dict[str, float]]: ...
+
+    def report(self, breakdowns: Sequence[dict[str, float]]) -> dict[str, Any]:
+        """``{"rewards": {term: batch mean}, "judge": {...}}`` for the summary."""
         ...

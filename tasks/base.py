@@ -24,9 +24,9 @@ from agemem.core.configlib import ConfigError
 if TYPE_CHECKING:
     from agemem.core.config import RolloutConfig
     from agemem.core.encoders import Encoder
+    from agemem.rewards.base import TrajectoryScorer
     from agemem.rollouts.driver import EpisodeFactory
     from agemem.rollouts.episode import Stages
-    from agemem.rollouts.run import TrajectoryScorer
     from agemem.rollouts.tasks import Task
     from agemem.tasks.config import TaskRunConfig
 

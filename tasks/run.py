@@ -17,10 +17,11 @@ from rich.console import Console
 
 from agemem.core.configlib import to_dict
 from agemem.core.encoders import Encoder
+from agemem.rewards.base import TrajectoryScorer
 from agemem.rewards.composite import REWARD_TERMS
 from agemem.rollouts.build import build_driver, build_engine, build_resources, distractors_for
 from agemem.rollouts.records import TrajectoryWriter
-from agemem.rollouts.run import TrajectoryScorer, rewrite_trajectories, summarize_trajectories, summary_table
+from agemem.rollouts.summary import rewrite_trajectories, summarize_trajectories, summary_table
 from agemem.tasks.base import load_task_pool, no_distractors, task_for_source
 from agemem.tasks.config import TaskRunConfig
 

@@ -11,7 +11,7 @@ from typing import Any
 from agemem.core.files import atomic_open
 from agemem.rewards.composite import mean_breakdown
 from agemem.rollouts.records import Trajectory
-from agemem.rollouts.run import summarize_trajectories
+from agemem.rollouts.summary import summarize_trajectories
 from agemem.train.config import TrainRunConfig
 
 MACHINE_METRICS = ("time/", "throughput/", "memory/")

@@ -99,7 +99,7 @@ def test_the_rollout_table_keeps_terms_diagnostics_and_throughput_apart():
 
     from agemem.rewards.composite import REWARD_TERMS
     from agemem.rollouts.driver import RolloutStats
-    from agemem.rollouts.run import summary_table
+    from agemem.rollouts.summary import summary_table
 
     summary = {"episodes": 4, "steps": 3.0, "exact_match": 0.25}
     rewards = {"total": 0.5, "memory/storage": 0.25, "context/tokens_used": 812.0, "violations": 1.0}

@@ -1,8 +1,8 @@
-"""What `agemem rollout` reports: the behaviour summary, its table, the scorer protocol, the rewrite.
+"""What `agemem rollout` reports: the behaviour summary, its table, the rewrite.
 
 The command itself, ``run_rollouts``, is :func:`agemem.tasks.run.run_rollouts` (it needs the task registry).
-Rewards are not computed here (rollouts/ does not score): the caller passes a scorer, and the scored
-trajectories replace the file in one rename.
+Rewards are not computed here (rollouts/ does not score): the caller scores with a
+:class:`agemem.rewards.base.TrajectoryScorer`, and the scored trajectories replace the file in one rename.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import json
 from collections.abc import Collection, Sequence
 from pathlib import Path
 from statistics import mean
-from typing import Any, Protocol
+from typing import Any
 
 from rich.table import Table
 
@@ -19,17 +19,6 @@ from agemem.core.files import atomic_open
 from agemem.core.text import normalize_answer
 from agemem.rollouts.driver import RolloutStats
 from agemem.rollouts.records import Trajectory
-from agemem.rollouts.tasks import Task
-
-
-class TrajectoryScorer(Protocol):
-    """Fills ``trajectory.reward`` for a batch and returns the breakdowns (agemem.rewards.build.RewardScorer)."""
-
-    def __call__(self, trajectories: Sequence[Trajectory], tasks: Sequence[Task]) -> list[dict[str, float]]: ...
-
-    def report(self, breakdowns: Sequence[dict[str, float]]) -> dict[str, Any]:
-        """``{"rewards": {term: batch mean}, "judge": {...}}`` for the summary."""
-        ...
 
 
 def summarize_trajectories(trajectories: Sequence[Trajectory]) -> dict[str, Any]:
