@@ -52,8 +52,7 @@ from agemem.tasks import load_task_pool
 if TYPE_CHECKING:
     from agemem.core.encoders import Encoder
     from agemem.eval.models import Backend
-    from agemem.rollouts.records import Trajectory
-    from agemem.rollouts.tasks import Task
+    from agemem.rollouts.records import Task, Trajectory
 
 BENCHMARK = "hotpotqa"
 COLUMNS = (

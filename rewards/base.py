@@ -11,8 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from agemem.rollouts.records import Trajectory
-    from agemem.rollouts.tasks import Task
+    from agemem.rollouts.records import Task, Trajectory
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,7 @@ from agemem.rewards.judges import LLMJudge, RuleJudge, TransformersJudge
 
 if TYPE_CHECKING:
     from agemem.core.encoders import Encoder
-    from agemem.rollouts.records import Trajectory
-    from agemem.rollouts.tasks import Task
+    from agemem.rollouts.records import Task, Trajectory
 
 
 def build_rule_judge(config: JudgeConfig, encoder: Encoder | None = None) -> RuleJudge:

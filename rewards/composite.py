@@ -14,8 +14,7 @@ from dataclasses import dataclass
 from agemem.core.config import RewardConfig
 from agemem.rewards import terms
 from agemem.rewards.base import AnswerItem, Judge, MemoryItem, RelevanceItem
-from agemem.rollouts.records import Step, Trajectory
-from agemem.rollouts.tasks import Task
+from agemem.rollouts.records import Step, Task, Trajectory
 
 
 @dataclass(frozen=True)

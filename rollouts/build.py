@@ -16,7 +16,7 @@ from agemem.core.env import EnvResources
 from agemem.rollouts.distractors import build_distractor_generator, distractor_cache, prepare_distractors
 from agemem.rollouts.driver import EpisodeFactory, RolloutDriver
 from agemem.rollouts.engines.base import Engine, SamplingParams
-from agemem.rollouts.tasks import Task
+from agemem.rollouts.records import Task
 
 if TYPE_CHECKING:
     from accelerate import Accelerator

@@ -32,7 +32,7 @@ from agemem.core.files import atomic_open, cache_setting_dir
 from agemem.core.summarizers import ChatGenerate
 from agemem.core.text import contains_answer, strip_thinking
 from agemem.rollouts.messages import casual, task_rng
-from agemem.rollouts.tasks import Task
+from agemem.rollouts.records import Task
 
 
 class DistractorGenerator(Protocol):

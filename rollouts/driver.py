@@ -29,7 +29,7 @@ from agemem.rollouts.records import Trajectory, TrajectoryWriter
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
-    from agemem.rollouts.tasks import Task
+    from agemem.rollouts.records import Task
 
 
 @dataclass

@@ -34,7 +34,7 @@ from agemem.rollouts.records import EndedBy, Step, StepKind, Trajectory
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
-    from agemem.rollouts.tasks import Task
+    from agemem.rollouts.records import Task
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""Load HotpotQA questions as :class:`~agemem.rollouts.tasks.Task` records.
+"""Load HotpotQA questions as :class:`~agemem.rollouts.records.Task` records.
 
 Sources, tried in this order:
 
@@ -31,7 +31,7 @@ from typing import Any
 
 from agemem.core.configlib import ConfigError
 from agemem.core.resources import resolve
-from agemem.rollouts.tasks import Paragraph, SupportingFact, Task
+from agemem.rollouts.records import Paragraph, SupportingFact, Task
 
 logger = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ import random
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
-    from agemem.rollouts.tasks import Paragraph, Task
+    from agemem.rollouts.records import Paragraph, Task
 
 CASUAL_TEMPLATES = (
     "By the way, I was reading about {title} earlier. {text}",

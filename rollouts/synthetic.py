@@ -27,7 +27,7 @@ import random
 from dataclasses import dataclass
 
 from agemem.core.configlib import ConfigError
-from agemem.rollouts.tasks import Paragraph, SupportingFact, Task
+from agemem.rollouts.records import Paragraph, SupportingFact, Task
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from agemem.rewards.base import TrajectoryScorer
     from agemem.rollouts.driver import EpisodeFactory
     from agemem.rollouts.episode import Stages
-    from agemem.rollouts.tasks import Task
+    from agemem.rollouts.records import Task
     from agemem.tasks.config import TaskRunConfig
 
 

@@ -31,8 +31,7 @@ from agemem.rewards.composite import mean_breakdown, reward_breakdown
 from agemem.rollouts.driver import EpisodeFactory
 from agemem.rollouts.engines.base import Completion
 from agemem.rollouts.episode import Episode, EpisodeOverError, EpisodeSetup, GenerationRequest, Stages
-from agemem.rollouts.records import EndedBy, Step, Trajectory
-from agemem.rollouts.tasks import Task
+from agemem.rollouts.records import EndedBy, Step, Task, Trajectory
 from agemem.tasks.base import register_task, unregister_task
 from agemem.tasks.config import GameConfig, TaskRunConfig
 from agemem.tasks.textgame import GameRef, GameState, GameSuite, TextGame

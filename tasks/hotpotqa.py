@@ -18,7 +18,7 @@ from agemem.tasks.base import register_task
 if TYPE_CHECKING:
     from agemem.core.config import RolloutConfig
     from agemem.core.encoders import Encoder
-    from agemem.rollouts.tasks import Task
+    from agemem.rollouts.records import Task
     from agemem.tasks.config import TaskRunConfig
 
 BUNDLED = "bundled:hotpotqa"

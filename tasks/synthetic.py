@@ -10,7 +10,7 @@ from agemem.tasks.base import register_task
 from agemem.tasks.hotpotqa import QATask
 
 if TYPE_CHECKING:
-    from agemem.rollouts.tasks import Task
+    from agemem.rollouts.records import Task
     from agemem.tasks.config import TaskRunConfig
 
 

@@ -52,8 +52,7 @@ from agemem.rollouts.build import build_driver, build_engine, build_resources
 from agemem.rollouts.distractors import build_distractor_generator, distractor_cache, prepare_distractors
 from agemem.rollouts.driver import RolloutAbandonedError
 from agemem.rollouts.engines.base import EngineError, derive_seed
-from agemem.rollouts.records import Trajectory, TrajectoryWriter
-from agemem.rollouts.tasks import Task
+from agemem.rollouts.records import Task, Trajectory, TrajectoryWriter
 from agemem.tasks.base import load_task_pool, no_distractors, task_for_source
 from agemem.train.advantages import compute_advantages
 from agemem.train.checkpoint import TrainerState, load_checkpoint, save_checkpoint

@@ -42,7 +42,7 @@ from agemem.rewards.judges import exact_match, f1_score
 if TYPE_CHECKING:
     from agemem.eval.stream.base import MemoryTools
     from agemem.rollouts.engines.chat import ChatModel
-    from agemem.rollouts.tasks import Task
+    from agemem.rollouts.records import Task
 
 _ANSWER_LINE = re.compile(r"(?im)^\s*answer\s*:\s*(.*)$")
 SYNTHETIC_PARAPHRASES = (

@@ -43,8 +43,7 @@ from agemem.train.config import TrainRunConfig
 
 if TYPE_CHECKING:
     from agemem.core.encoders import Encoder
-    from agemem.rollouts.records import Trajectory
-    from agemem.rollouts.tasks import Task
+    from agemem.rollouts.records import Task, Trajectory
 
 METRICS = (
     "em",

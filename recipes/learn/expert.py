@@ -46,7 +46,7 @@ from agemem.rollouts.synthetic import BY_NAME, news_title
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
-    from agemem.rollouts.tasks import Task
+    from agemem.rollouts.records import Task
 
 UNKNOWN_ANSWER = "unknown"
 

@@ -46,8 +46,7 @@ if TYPE_CHECKING:
     from agemem.core.encoders import Encoder
     from agemem.recipes.learn.expert import ExpertHabits
     from agemem.recipes.learn.sft import SFTSettings
-    from agemem.rollouts.records import Trajectory
-    from agemem.rollouts.tasks import Task
+    from agemem.rollouts.records import Task, Trajectory
 
 REPORT_METRICS = (
     ("em", "exact match"),

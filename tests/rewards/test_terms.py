@@ -8,8 +8,7 @@ from agemem.core.config import RewardConfig
 from agemem.core.env import EpisodeStats, FilterRecord, MemoryOpRecord, RetrievalRecord, SummaryRecord
 from agemem.rewards import terms
 from agemem.rewards.composite import reward_breakdown, score_trajectories
-from agemem.rollouts.records import Step, Trajectory
-from agemem.rollouts.tasks import Paragraph, SupportingFact, Task
+from agemem.rollouts.records import Paragraph, Step, SupportingFact, Task, Trajectory
 
 
 def test_task_reward():

@@ -12,8 +12,8 @@ import pytest
 from agemem.core.configlib import ConfigError
 from agemem.core.resources import BUNDLED
 from agemem.rollouts.hotpotqa import load_hotpotqa
+from agemem.rollouts.records import Paragraph, SupportingFact, Task, load_tasks_jsonl, save_tasks
 from agemem.rollouts.synthetic import ATTRIBUTES, BY_NAME, MAX_ENTITIES, generate_synthetic_tasks
-from agemem.rollouts.tasks import Paragraph, SupportingFact, Task, load_tasks_jsonl, save_tasks
 
 SAMPLE = BUNDLED["hotpotqa"]
 

@@ -17,9 +17,8 @@ from agemem.entrypoints.roots import AgeMemConfig
 from agemem.rollouts.driver import EpisodeFactory
 from agemem.rollouts.episode import Episode, Stages
 from agemem.rollouts.hotpotqa import load_hotpotqa
-from agemem.rollouts.records import Trajectory, read_trajectories
+from agemem.rollouts.records import Task, Trajectory, read_trajectories
 from agemem.rollouts.synthetic import generate_synthetic_tasks
-from agemem.rollouts.tasks import Task
 from agemem.tasks import get_task, load_task_pool, load_tasks, register_task, task_for_source, task_names
 from agemem.tasks.base import unregister_task
 from agemem.tasks.run import run_rollouts, task_scorer
