@@ -99,7 +99,7 @@ class PddlConfig(GameConfig):
     """environment steps per problem (AgentBoard's budget)."""
     problems_dir: str = ""
     """folder holding <domain>/domain.pddl and its problems <domain>/pNN.pddl; empty: the bundled 60 problems
-    (agemem/tasks/pddl_problems, written by `python -m agemem.tasks.pddl generate`). pddl.task_types picks
+    (agemem/tasks/pddl/problems, written by `python -m agemem.tasks.pddl generate`). pddl.task_types picks
     domains."""
 
 

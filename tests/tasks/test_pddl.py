@@ -177,5 +177,5 @@ def test_the_suite_is_a_pr_benchmark_over_the_four_domains():
     suite = pddl.SUITE
     assert suite.name == "pddl" and suite.headline == "PR" and suite.strict_admissible and not suite.has_score
     assert suite.task_types == ("gripper", "blocksworld", "barman", "tyreworld")
-    assert Path(pddl.__file__).parent / "pddl_problems" == pddl.PROBLEMS_DIR
+    assert Path(pddl.__file__).parent / "problems" == pddl.PROBLEMS_DIR
     assert suite.label("tyreworld") == "Tyre" and "step" not in suite.world and "memory" not in suite.world
