@@ -33,7 +33,7 @@ from rich.console import Console
 from rich.table import Table
 
 from agemem.core.chat import load_tokenizer
-from agemem.rollouts.synthetic import generate_synthetic_tasks
+from agemem.tasks.synthetic import generate_synthetic_tasks
 from tests.rewards.agents import FARMERS, VARIANTS, play_variant
 from tests.rewards.habits import AGENTS, HABITS, NOT_NEUTRAL, play, score
 

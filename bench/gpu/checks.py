@@ -487,8 +487,8 @@ def check_logprobs(scale: Scale, work: Path, results: Path) -> dict[str, Any]:
     from agemem.core.config import BUNDLED_TOKENIZER, EngineConfig, PolicyConfig
     from agemem.rollouts.build import build_engine
     from agemem.rollouts.engines.base import SamplingParams
-    from agemem.rollouts.hotpotqa import load_hotpotqa
     from agemem.rollouts.policy import cast_parameters, load_policy
+    from agemem.tasks.hotpotqa import load_hotpotqa
     from agemem.train.policy import TokenLogprobs
 
     policy = PolicyConfig(

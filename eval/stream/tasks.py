@@ -209,11 +209,11 @@ def synthetic_items(total: int, families: int, seed: int, show_context: bool) ->
     :data:`SYNTHETIC_PARAPHRASES` (drawn from a stream seeded by ``seed`` and i), so each question recurs in a
     few wordings.
 
-    Each family is a task of :func:`agemem.rollouts.synthetic.generate_synthetic_tasks` (seed ``seed``); the first
+    Each family is a task of :func:`agemem.tasks.synthetic.generate_synthetic_tasks` (seed ``seed``); the first
     eight families ask eight different attributes (city, job, pet, ...), so their questions differ in wording and
     not only in the person's name. The prompt carries the task's facts when ``show_context``.
     """
-    from agemem.rollouts.synthetic import BY_NAME, generate_synthetic_tasks
+    from agemem.tasks.synthetic import BY_NAME, generate_synthetic_tasks
 
     pool = generate_synthetic_tasks(max(4 * families, 32), seed=seed)
     by_attribute: dict[str, list[Task]] = {}

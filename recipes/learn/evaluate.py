@@ -38,7 +38,7 @@ from agemem.rewards.build import build_scorer
 from agemem.rewards.judges import exact_match
 from agemem.rollouts.build import build_driver, build_engine, build_resources, distractors_for
 from agemem.rollouts.policy import load_policy
-from agemem.rollouts.synthetic import BY_NAME
+from agemem.tasks.synthetic import BY_NAME
 from agemem.train.config import TrainRunConfig
 
 if TYPE_CHECKING:

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agemem.rollouts.engines.base import Completion, SamplingParams
-from agemem.rollouts.synthetic import BY_NAME, news_title
+from agemem.tasks.synthetic import BY_NAME, news_title
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase

@@ -365,7 +365,7 @@ def answer_statements(learn_cfg: LearnConfig, seed: int) -> list[tuple[str, str]
     """The warm start's answer-copy turns (thought quoting a fact, value to answer) on invented statements:
     their own stream, not a task set's."""
     from agemem.recipes.learn.expert import evidence_thought
-    from agemem.rollouts.synthetic import fact_statements
+    from agemem.tasks.synthetic import fact_statements
 
     return [
         (evidence_thought(sentence, learn_cfg.expert_quote_style), value)

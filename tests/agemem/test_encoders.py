@@ -43,7 +43,7 @@ def test_prefetch_embeds_the_missing_texts_in_one_call_and_later_lookups_hit():
 
 def test_a_rollout_prefetches_its_tasks_texts_and_plays_from_the_cache(qwen_tokenizer):
     from agemem.recipes.learn.expert import ExpertHabits
-    from agemem.rollouts.synthetic import generate_synthetic_tasks
+    from agemem.tasks.synthetic import generate_synthetic_tasks
     from tests.rollouts.scripted import play_expert
 
     tasks = generate_synthetic_tasks(3, seed=4, revisions=1)

@@ -17,7 +17,7 @@ from agemem.recipes.learn.expert import (
     parse_chatml,
     visible_answer,
 )
-from agemem.rollouts.synthetic import BY_NAME, generate_synthetic_tasks
+from agemem.tasks.synthetic import BY_NAME, generate_synthetic_tasks
 from tests.rollouts.scripted import play_expert
 
 

@@ -18,7 +18,7 @@ from agemem.recipes.learn.sft import (
 )
 from agemem.recipes.learn.task_tokenizer import train_task_tokenizer
 from agemem.rollouts.policy import tiny_qwen2_config
-from agemem.rollouts.synthetic import BY_NAME, generate_synthetic_tasks
+from agemem.tasks.synthetic import BY_NAME, generate_synthetic_tasks
 from tests.rollouts.scripted import play_expert
 
 
@@ -99,7 +99,7 @@ def test_copy_rows_are_mixed_in_per_demonstration_row(demonstrations):
 
 
 def test_answer_copy_rows_train_only_the_value_the_thought_quoted(demonstrations):
-    from agemem.rollouts.synthetic import ATTRIBUTES, fact_statements
+    from agemem.tasks.synthetic import ATTRIBUTES, fact_statements
 
     tokenizer, _ = demonstrations
     statements = fact_statements(20, seed=3)

@@ -53,7 +53,7 @@ def _tool_use(qwen_tokenizer, tasks, habits, **play):
 
 def test_an_update_counts_only_where_a_stale_entry_was_stored_and_is_gone(qwen_tokenizer):
     from agemem.recipes.learn.expert import ExpertHabits
-    from agemem.rollouts.synthetic import generate_synthetic_tasks
+    from agemem.tasks.synthetic import generate_synthetic_tasks
 
     revised = generate_synthetic_tasks(5, seed=5, attributes_per_entity=2, distractors_per_task=2, revisions=1)
     one_each = {"paragraphs_per_turn": 1}
@@ -73,7 +73,7 @@ def test_an_update_counts_only_where_a_stale_entry_was_stored_and_is_gone(qwen_t
 
 def test_only_a_stage_3_lookup_counts_as_retrieving_before_the_answer(qwen_tokenizer):
     from agemem.recipes.learn.expert import ExpertHabits
-    from agemem.rollouts.synthetic import generate_synthetic_tasks
+    from agemem.tasks.synthetic import generate_synthetic_tasks
 
     revised = generate_synthetic_tasks(4, seed=8, attributes_per_entity=2, distractors_per_task=2, revisions=1)
     # the updating expert retrieves in Stage 1 (the stale entry) whether or not it looks before answering
@@ -85,7 +85,7 @@ def test_only_a_stage_3_lookup_counts_as_retrieving_before_the_answer(qwen_token
 
 def test_summarising_counts_as_managing_the_context_only_when_the_cap_was_never_hit(qwen_tokenizer):
     from agemem.recipes.learn.expert import ExpertHabits
-    from agemem.rollouts.synthetic import generate_synthetic_tasks
+    from agemem.tasks.synthetic import generate_synthetic_tasks
 
     long_stage_2 = generate_synthetic_tasks(3, seed=6, distractors_per_task=6, distractor_sentences=10)
     careful = ExpertHabits(1.0, 0.0, 1.0)
@@ -109,7 +109,7 @@ def test_summarising_counts_as_managing_the_context_only_when_the_cap_was_never_
 def test_malformed_calls_count_as_nothing_written():
     from agemem.recipes.learn.evaluate import tool_use
     from agemem.rollouts.records import EpisodeStats, Step, Trajectory
-    from agemem.rollouts.synthetic import generate_synthetic_tasks
+    from agemem.tasks.synthetic import generate_synthetic_tasks
 
     (task,) = generate_synthetic_tasks(1, seed=5, revisions=1)
     calls = [{"name": "Add_memory", "arguments": "not an object"}, {"name": "Add_memory"}, {"arguments": {}}]

@@ -7,7 +7,7 @@ import pytest
 from agemem.core.chat import encode_chat, end_of_turn_ids, load_tokenizer, render_chat
 from agemem.core.tools import tool_schemas
 from agemem.recipes.learn.task_tokenizer import TAG_TOKENS, save_task_tokenizer, train_task_tokenizer
-from agemem.rollouts.synthetic import generate_synthetic_tasks
+from agemem.tasks.synthetic import generate_synthetic_tasks
 
 CONVERSATION = [
     {"role": "system", "content": "Manage your memory."},

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from agemem.rollouts.synthetic import generate_synthetic_tasks
+from agemem.tasks.synthetic import generate_synthetic_tasks
 from tests.rewards.agents import FARMERS, VARIANTS, play_variant
 
 

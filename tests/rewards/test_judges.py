@@ -23,7 +23,7 @@ from agemem.rewards.judges import (
     judge_messages,
     parse_score,
 )
-from agemem.rollouts.hotpotqa import load_hotpotqa
+from agemem.tasks.hotpotqa import load_hotpotqa
 from tests.fake_endpoint import FakeChatEndpoint
 
 # ------------------------------------------------------------------ the official hotpot_evaluate_v1.py semantics

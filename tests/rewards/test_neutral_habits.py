@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from agemem.rollouts.synthetic import generate_synthetic_tasks
+from agemem.tasks.synthetic import generate_synthetic_tasks
 from tests.rewards.habits import AGENTS, HABITS, NOT_NEUTRAL, Habit, calls_made, play, score
 
 TOLERANCE = 1e-9

@@ -19,8 +19,8 @@ from agemem.rollouts.distractors import (
     build_distractor_generator,
     distractor_cache_dir,
 )
-from agemem.rollouts.hotpotqa import load_hotpotqa
-from agemem.rollouts.synthetic import generate_synthetic_tasks
+from agemem.tasks.hotpotqa import load_hotpotqa
+from agemem.tasks.synthetic import generate_synthetic_tasks
 from tests.conftest import WordSetEncoder
 
 

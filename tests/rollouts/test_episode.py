@@ -20,10 +20,10 @@ from agemem.entrypoints.roots import AgeMemConfig
 from agemem.rollouts.build import build_driver, build_resources, distractors_for
 from agemem.rollouts.distractors import CorpusDistractors, DistractorCache, TaskDistractors, prepare_distractors
 from agemem.rollouts.episode import Episode
-from agemem.rollouts.hotpotqa import load_hotpotqa
 from agemem.rollouts.messages import stage1_messages
 from agemem.rollouts.records import TrajectoryWriter, read_trajectories
-from agemem.rollouts.synthetic import generate_synthetic_tasks
+from agemem.tasks.hotpotqa import load_hotpotqa
+from agemem.tasks.synthetic import generate_synthetic_tasks
 from tests.conftest import WordSetEncoder
 from tests.rollouts.scripted import MemoryAgent, ScriptedEngine, parse_chatml
 

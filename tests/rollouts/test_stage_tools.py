@@ -14,7 +14,7 @@ import pytest
 from agemem.core.configlib import ConfigError, load_config
 from agemem.core.tools import PAPER_STAGE_TOOLS, TOOL_NAMES
 from agemem.entrypoints.roots import AgeMemConfig
-from agemem.rollouts.synthetic import generate_synthetic_tasks
+from agemem.tasks.synthetic import generate_synthetic_tasks
 from tests.rollouts.scripted import MemoryAgent, answer, call, last_user
 from tests.rollouts.test_episode import conversation, make_config, play
 

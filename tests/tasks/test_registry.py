@@ -16,12 +16,12 @@ from agemem.core.configlib import ConfigError, load_config
 from agemem.entrypoints.roots import AgeMemConfig
 from agemem.rollouts.driver import EpisodeFactory
 from agemem.rollouts.episode import Episode, Stages
-from agemem.rollouts.hotpotqa import load_hotpotqa
 from agemem.rollouts.records import Task, Trajectory, read_trajectories
-from agemem.rollouts.synthetic import generate_synthetic_tasks
 from agemem.tasks import get_task, load_task_pool, load_tasks, register_task, task_for_source, task_names
 from agemem.tasks.base import unregister_task
+from agemem.tasks.hotpotqa import load_hotpotqa
 from agemem.tasks.run import run_rollouts, task_scorer
+from agemem.tasks.synthetic import generate_synthetic_tasks
 
 
 def test_the_built_in_tasks_are_registered_and_sources_resolve_to_them():

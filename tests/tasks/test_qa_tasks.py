@@ -11,9 +11,9 @@ import pytest
 
 from agemem.core.configlib import ConfigError
 from agemem.core.resources import BUNDLED
-from agemem.rollouts.hotpotqa import load_hotpotqa
 from agemem.rollouts.records import Paragraph, SupportingFact, Task, load_tasks_jsonl, save_tasks
-from agemem.rollouts.synthetic import ATTRIBUTES, BY_NAME, MAX_ENTITIES, generate_synthetic_tasks
+from agemem.tasks.hotpotqa import load_hotpotqa
+from agemem.tasks.synthetic import ATTRIBUTES, BY_NAME, MAX_ENTITIES, generate_synthetic_tasks
 
 SAMPLE = BUNDLED["hotpotqa"]
 
@@ -180,7 +180,7 @@ def test_missing_supporting_facts_are_dropped_recorded_and_logged(tmp_path, raw_
     record["supporting_facts"] += [["No Such Title", 0], ["VIVA Media", 99]]
     path = tmp_path / "hotpot.json"
     path.write_text(json.dumps([record, raw_records[1]]), encoding="utf-8")
-    with caplog.at_level(logging.WARNING, logger="agemem.rollouts.hotpotqa"):
+    with caplog.at_level(logging.WARNING, logger="agemem.tasks.hotpotqa"):
         tasks = load_hotpotqa(str(path))
     assert [(f.title, f.sentence_index) for f in tasks[0].supporting_facts] == [
         ("VIVA Media", 0),
