@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from agemem.tasks.alfworld_games import AlfworldMissingError, require_alfworld
+from agemem.tasks.alfworld import AlfworldMissingError, require_alfworld
 
 DATA = Path(__file__).resolve().parent / "data" / "alfworld"
 os.environ.setdefault("ALFWORLD_DATA", str(DATA))  # importing alfworld creates $ALFWORLD_DATA (default: in ~/.cache)

@@ -1,4 +1,4 @@
-"""ALFWorld as a stream (TraceRetain's setting), on the games and text engine of :mod:`agemem.tasks.alfworld_games`.
+"""ALFWorld as a stream (TraceRetain's setting), on the games and text engine of :mod:`agemem.tasks.alfworld`.
 
 * items: the solvable games of ``alfworld.split`` under ``alfworld.data_dir`` (round-robin over the six task
   types), in that order;
@@ -9,7 +9,7 @@
 * execution: the action trajectory, one ``> command`` line and the game's reply per environment step, then
   ``Outcome: done`` or ``Outcome: not done``;
 * strict: the game reports the task won;
-* ground truth: the planner's solution (``agemem.tasks.alfworld_games.expert_plan``), computed only when needed (the
+* ground truth: the planner's solution (``agemem.tasks.alfworld.expert_plan``), computed only when needed (the
   initial bank, error-free replay).
 
 One game is played as `agemem eval alfworld` plays it (its system prompt and command normalisation; at most
@@ -38,7 +38,7 @@ from agemem.tasks.config import AlfworldConfig
 if TYPE_CHECKING:
     from agemem.eval.stream.base import MemoryTools
     from agemem.rollouts.engines.chat import ChatModel
-    from agemem.tasks.alfworld_games import AlfworldGame, Game, GameState
+    from agemem.tasks.alfworld import AlfworldGame, Game, GameState
 
 TASK_SENTENCES = {
     "pick_and_place_simple": "put a {object} in {receptacle}",
@@ -88,7 +88,7 @@ class AlfworldStreamTask:
     settings: AlfworldConfig
     tool_format: str = "agemem"
     open_game: Callable[[Game], AlfworldGame] | None = None
-    """how a game is opened (default: :class:`agemem.tasks.alfworld_games.AlfworldGame`)."""
+    """how a game is opened (default: :class:`agemem.tasks.alfworld.AlfworldGame`)."""
     name: str = "alfworld"
 
     def items(self) -> list[StreamItem]:
@@ -102,8 +102,7 @@ class AlfworldStreamTask:
         tools: MemoryTools | None,
         seed: int | None,
     ) -> Attempt:
-        from agemem.tasks.alfworld import SUITE
-        from agemem.tasks.alfworld_games import AlfworldGame
+        from agemem.tasks.alfworld import SUITE, AlfworldGame
         from agemem.tasks.games import game_system_prompt, normalize_command
 
         settings = self.settings
@@ -190,7 +189,7 @@ class AlfworldStreamTask:
 
 
 def alfworld_item(game: Game) -> StreamItem:
-    from agemem.tasks.alfworld_games import expert_plan
+    from agemem.tasks.alfworld import expert_plan
 
     def plan() -> str:
         return trajectory_execution([f"> {command}" for command in expert_plan(game)], won=True)

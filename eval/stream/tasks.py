@@ -11,7 +11,7 @@ QA streams (HotpotQA and synthetic):
 * task key: the normalised question (synthetic: the question family).
 
 ALFWorld (query: the task sentence; execution: the action trajectory; strict: won) is
-:mod:`agemem.eval.stream.alfworld_task`, on the games and text engine of :mod:`agemem.tasks.alfworld_games`
+:mod:`agemem.eval.stream.alfworld_task`, on the games and text engine of :mod:`agemem.tasks.alfworld`
 (the ``alfworld`` extra).
 """
 

@@ -19,8 +19,8 @@ from agemem.core.context import SUMMARY_PREFIX
 from agemem.entrypoints.roots import AgeMemConfig
 from agemem.eval.games import evaluate_games, snapshots
 from agemem.eval.models import Backend
-from agemem.tasks.alfworld import SUITE
-from agemem.tasks.alfworld_games import (
+from agemem.tasks.alfworld import (
+    SUITE,
     TASK_TYPES,
     AlfworldGame,
     AlfworldMissingError,

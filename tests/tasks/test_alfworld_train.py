@@ -16,7 +16,7 @@ from agemem.entrypoints.cli import main
 from agemem.entrypoints.roots import AgeMemConfig
 from agemem.rollouts.records import read_trajectories
 from agemem.tasks import get_task, load_tasks
-from agemem.tasks.alfworld_games import discover_games
+from agemem.tasks.alfworld import discover_games
 from tests.alfworld_data import DATA, needs_alfworld
 
 CONFIG = ["--config", "configs/alfworld_tiny_cpu.yaml", f"alfworld.data_dir={DATA}"]

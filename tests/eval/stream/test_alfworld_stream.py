@@ -16,7 +16,7 @@ from agemem.eval.stream.alfworld_task import AlfworldStreamTask, alfworld_item, 
 from agemem.eval.stream.bank import MemoryBank, Record
 from agemem.eval.stream.base import Demonstration
 from agemem.eval.stream.runner import read_steps
-from agemem.tasks.alfworld_games import Game, GameState, discover_games
+from agemem.tasks.alfworld import Game, GameState, discover_games
 from agemem.tasks.config import AlfworldConfig
 from tests.conftest import WordSetEncoder
 
@@ -127,7 +127,7 @@ def test_a_failed_copy_is_a_trajectory_that_does_not_finish():
 
 def _alfworld_missing() -> str:
     try:
-        from agemem.tasks.alfworld_games import require_alfworld
+        from agemem.tasks.alfworld import require_alfworld
 
         require_alfworld()
     except Exception as err:  # the extra is not installed
