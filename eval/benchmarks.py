@@ -1,95 +1,37 @@
 """Benchmarks by name: what `agemem eval NAME` plays (:class:`agemem.eval.runner.Benchmark`).
 
-The built-in benchmarks are imported when first asked for (their modules pull in the rollout driver and the
-games), so listing names costs nothing. A new benchmark is one module with a :class:`~agemem.eval.runner.Benchmark`
-and one ``register_benchmark(...)`` call, imported before the run (or added to :data:`BUILTIN` here).
+Every environment registered with an ``evaluation`` (:class:`agemem.tasks.base.Evaluation`) is a benchmark: a
+question-answering task is played by :class:`agemem.eval.qa.QABenchmark`, a text-game suite by
+:class:`agemem.eval.games.GameBenchmark`. The command line reads each one's help and flags from the registration,
+so a new environment needs no edit here. A benchmark of another shape is one
+:class:`~agemem.eval.runner.Benchmark` and one :func:`register_benchmark` call, imported before the run; it may
+carry an ``evaluation`` attribute for its command's help and flags.
 """
 
 from __future__ import annotations
 
-import importlib
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from agemem.core.configlib import ConfigError
+from agemem.tasks import evaluations, get_task
+from agemem.tasks.base import Evaluation, Option
+from agemem.tasks.games import get_suite, suite_names
+from agemem.tasks.qa import QATask
 
 if TYPE_CHECKING:
     from agemem.eval.runner import Benchmark
 
-
-@dataclass(frozen=True)
-class Option:
-    """A command-line flag of one benchmark, set as a dotted config override."""
-
-    flag: str
-    key: str
-    """the dotted config key the flag sets."""
-    help: str
-    choices: tuple[str, ...] | None = None
-    metavar: str | None = None
-
-
-@dataclass(frozen=True)
-class Entry:
-    """A built-in benchmark as the command line knows it, without importing it."""
-
-    module: str
-    attribute: str
-    """the :class:`~agemem.eval.runner.Benchmark` class in ``module``, or a function of no arguments that builds one."""
-    help: str
-    limit_key: str
-    """the config key ``--limit N`` sets."""
-    options: tuple[Option, ...] = ()
-
-
-BUILTIN: dict[str, Entry] = {
-    "hotpotqa": Entry(
-        "agemem.eval.hotpotqa",
-        "HotpotQA",
-        "HotpotQA as three-stage memory episodes: J, EM, F1, MQ, TN, TC (table, JSON, plot)",
-        "data.limit",
-        (
-            Option(
-                "--data", "data.source", "HotpotQA JSON file, datasets directory or hub id (data.source)", None, "PATH"
-            ),
-        ),
-    ),
-    "alfworld": Entry(
-        "agemem.eval.games",
-        "alfworld",
-        "ALFWorld games with environment commands and the memory tools: SR per task type, steps, TC",
-        "alfworld.limit",
-        (
-            Option(
-                "--data-dir",
-                "alfworld.data_dir",
-                "folder holding json_2.1.1/<split>/ (alfworld.data_dir; default: $ALFWORLD_DATA, else "
-                "~/.cache/alfworld)",
-                metavar="D",
-            ),
-            Option("--split", "alfworld.split", "games to play (alfworld.split)", ("valid_seen", "valid_unseen")),
-        ),
-    ),
-    "sciworld": Entry(
-        "agemem.eval.games",
-        "sciworld",
-        "ScienceWorld tasks with the memory tools: SR and the environment's score per topic, steps, TC",
-        "sciworld.limit",
-    ),
-    "pddl": Entry(
-        "agemem.eval.games",
-        "pddl",
-        "PDDL problems (Blocksworld, Gripper, Tyreworld, Barman) with the memory tools: PR and SR per domain, TC",
-        "pddl.limit",
-    ),
-    "babyai": Entry(
-        "agemem.eval.games",
-        "babyai",
-        "BabyAI levels described in text, with the memory tools: SR per level family, steps, TC",
-        "babyai.limit",
-    ),
-}
-"""the benchmarks that ship with agemem: ``agemem eval <name>``."""
+__all__ = [
+    "Evaluation",
+    "Option",
+    "benchmark_names",
+    "benchmark_title",
+    "command_evaluations",
+    "get_benchmark",
+    "limit_key",
+    "register_benchmark",
+    "unregister_benchmark",
+]
 
 _REGISTRY: dict[str, Benchmark] = {}
 
@@ -108,18 +50,66 @@ def unregister_benchmark(name: str) -> None:
     _REGISTRY.pop(name, None)
 
 
+def command_evaluations() -> dict[str, Evaluation]:
+    """Every ``agemem eval`` command's help and flags, by benchmark name: the registered environments' and those of
+    benchmarks registered directly (their ``evaluation`` attribute, else a help line and ``data.limit``)."""
+    found = dict(evaluations())
+    for name, benchmark in _REGISTRY.items():
+        if name not in found:
+            found[name] = getattr(benchmark, "evaluation", None) or Evaluation(
+                f"{name} (registered benchmark)", getattr(benchmark, "limit_key", "") or ""
+            )
+    return dict(sorted(found.items()))
+
+
+def limit_key(name: str) -> str:
+    """The config key ``--limit`` sets for benchmark ``name`` (its environment's, else its ``limit_key`` attribute)."""
+    get_benchmark(name)  # an unknown name raises, naming every benchmark there is
+    key = command_evaluations()[name].limit_key
+    if not key:
+        raise ConfigError(f"--limit: benchmark {name!r} names no limit_key; set its item limit as a dotted override")
+    return key
+
+
+def benchmark_title(name: str) -> str:
+    """How tables name benchmark ``name``: its evaluation's title, else its game suite's, else the name itself."""
+    evaluation = command_evaluations().get(name)
+    if evaluation is not None and evaluation.title:
+        return evaluation.title
+    return get_suite(name).title if name in suite_names() else name
+
+
 def benchmark_names() -> list[str]:
-    """Every benchmark that can be asked for, built-in or registered."""
-    return sorted({*BUILTIN, *_REGISTRY})
+    """Every benchmark that can be asked for, from an environment or registered."""
+    return sorted({*evaluations(), *_REGISTRY})
 
 
 def get_benchmark(name: str) -> Benchmark:
-    if name not in _REGISTRY and name in BUILTIN:
-        entry = BUILTIN[name]
-        register_benchmark(getattr(importlib.import_module(entry.module), entry.attribute)())
+    """The benchmark ``name``: one registered directly, else the harness of the environment registered as ``name``
+    (built on first use)."""
+    if name not in _REGISTRY and name in evaluations():
+        register_benchmark(_harness(name))
     if name not in _REGISTRY:
         raise ConfigError(
-            f"unknown benchmark {name!r}; choose one of {', '.join(benchmark_names())}, or register yours with "
-            "agemem.eval.benchmarks.register_benchmark(benchmark) in a module imported before the run"
+            f"unknown benchmark {name!r}; choose one of {', '.join(benchmark_names())}, or register an environment "
+            "with an evaluation (agemem.tasks.register_task / register_suite) or a benchmark "
+            "(agemem.eval.benchmarks.register_benchmark) in a module imported before the run"
         )
     return _REGISTRY[name]
+
+
+def _harness(name: str) -> Benchmark:
+    """The evaluation of environment ``name``: a game suite's or a QA task's."""
+    if name in suite_names():
+        from agemem.eval.games import GameBenchmark
+
+        return GameBenchmark(get_suite(name))
+    task = get_task(name)
+    if isinstance(task, QATask):
+        from agemem.eval.qa import QABenchmark
+
+        return QABenchmark(task)
+    raise ConfigError(
+        f"environment {name!r} has an evaluation but is neither a question-answering task (QATask) nor a text-game "
+        "suite; register its Benchmark with agemem.eval.benchmarks.register_benchmark"
+    )

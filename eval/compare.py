@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agemem.core.configlib import ConfigError
-from agemem.eval.benchmarks import BUILTIN, benchmark_names, get_benchmark
+from agemem.eval.benchmarks import benchmark_names, benchmark_title, get_benchmark, limit_key
 from agemem.eval.report import RUN_COLUMNS, Panel, bar_plot, slug, write_json, write_text
 
 if TYPE_CHECKING:
@@ -48,18 +48,6 @@ METHOD_NAMES: dict[str, str] = {
     "langmem": "LangMem",
 }
 """the paper's name of a variant's method; a variant not listed is shown by its own name."""
-
-BENCHMARK_TITLES: dict[str, str] = {
-    "alfworld": "ALFWorld",
-    "sciworld": "SciWorld",
-    "pddl": "PDDL",
-    "babyai": "BabyAI",
-    "hotpotqa": "HotpotQA",
-}
-"""the paper's spelling of a benchmark's name; a benchmark not listed is shown by its own name."""
-
-HEADLINE_METRICS: dict[str, str] = {"hotpotqa": "J", "alfworld": "SR"}
-"""the ``results.json`` key of a benchmark's headline metric, for benchmarks without a ``headline`` attribute."""
 
 
 @dataclass(frozen=True)
@@ -119,23 +107,16 @@ def method_name(variant: str) -> str:
     return METHOD_NAMES.get(variant, variant)
 
 
-def benchmark_title(name: str) -> str:
-    return BENCHMARK_TITLES.get(name, name)
-
-
 def headline_metric(benchmark: Benchmark) -> str:
     """The ``results.json`` key of ``benchmark``'s headline metric, a percentage (0-100).
 
-    In order: the benchmark's own ``headline`` attribute; :data:`HEADLINE_METRICS`; else the first metric column
-    of its table that is a top-level number other than a count (both built-in tables put their headline first:
-    HotpotQA J, ALFWorld SR), so a benchmark registered without a ``headline`` still gets a column, labelled with
-    the key it was read from.
+    In order: the benchmark's own ``headline`` attribute (the built-in harnesses have one: J for QA, a suite's SR or
+    PR); else the first metric column of its table that is a top-level number other than a count, so a benchmark
+    registered without a ``headline`` still gets a column, labelled with the key it was read from.
     """
     declared = getattr(benchmark, "headline", None)
     if declared:
         return declared
-    if benchmark.name in HEADLINE_METRICS:
-        return HEADLINE_METRICS[benchmark.name]
     run_keys = {column.key for column in RUN_COLUMNS}
     for column in benchmark.columns:
         if column.key not in run_keys and "." not in column.key and column.fmt not in ("{}", "{:d}"):
@@ -399,16 +380,6 @@ def check_benchmarks(names: Sequence[str]) -> list[str]:
     for name in names:
         get_benchmark(name)  # an unknown name raises, naming every benchmark there is
     return list(names)
-
-
-def limit_key(name: str) -> str:
-    """The config key ``--limit`` sets for benchmark ``name`` (a built-in's, else its ``limit_key`` attribute)."""
-    if name in BUILTIN:
-        return BUILTIN[name].limit_key
-    key = getattr(get_benchmark(name), "limit_key", None)
-    if not key:
-        raise ConfigError(f"--limit: benchmark {name!r} names no limit_key; set its item limit as a dotted override")
-    return key
 
 
 def benchmark_overrides(

@@ -435,22 +435,6 @@ def benchmark_for(name: str) -> GameBenchmark:
     return GameBenchmark(get_suite(name))
 
 
-def alfworld() -> GameBenchmark:
-    return benchmark_for("alfworld")
-
-
-def sciworld() -> GameBenchmark:
-    return benchmark_for("sciworld")
-
-
-def pddl() -> GameBenchmark:
-    return benchmark_for("pddl")
-
-
-def babyai() -> GameBenchmark:
-    return benchmark_for("babyai")
-
-
 def evaluate_games(
     name: str,
     config: EvalRunConfig,

@@ -1,12 +1,16 @@
 """Tasks: what an episode plays and how it is scored, by name (:mod:`agemem.tasks.base`).
 
-Importing the package registers the built-in tasks: ``hotpotqa``, ``synthetic``, and the text games
-(:mod:`agemem.tasks.games`) ``alfworld``, ``sciworld``, ``pddl``, ``babyai``.
+Importing the package registers the built-in environments, each one module: ``hotpotqa``, ``synthetic``, and the
+text games (:mod:`agemem.tasks.games`) ``alfworld``, ``sciworld``, ``pddl``, ``babyai``. Each registration is a
+training task (``data.source=<name>``) and, with its ``evaluation``, an ``agemem eval <name>`` command.
 """
 
 from agemem.tasks import alfworld, babyai, hotpotqa, pddl, sciworld, synthetic  # noqa: F401  (each registers its task)
 from agemem.tasks.base import (
+    Evaluation,
+    Option,
     TaskSpec,
+    evaluations,
     get_task,
     load_task_pool,
     load_tasks,
@@ -17,7 +21,10 @@ from agemem.tasks.base import (
 )
 
 __all__ = [
+    "Evaluation",
+    "Option",
     "TaskSpec",
+    "evaluations",
     "get_task",
     "load_task_pool",
     "load_tasks",

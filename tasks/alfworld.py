@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from agemem.core.configlib import ConfigError
+from agemem.tasks.base import Evaluation, Option
 from agemem.tasks.config import AlfworldConfig, GameConfig
 from agemem.tasks.games import register_suite
 from agemem.tasks.textgame import GameRef, GameState, GameSuite, round_robin
@@ -315,6 +316,20 @@ SUITE = GameSuite(
     split_note="valid_seen: 140 games, valid_unseen: 134 (ALFWorld's own splits)",
     describe=_describe,
     expert=_expert,
+    evaluation=Evaluation(
+        "ALFWorld games with environment commands and the memory tools: SR per task type, steps, TC",
+        "alfworld.limit",
+        (
+            Option(
+                "--data-dir",
+                "alfworld.data_dir",
+                "folder holding json_2.1.1/<split>/ (alfworld.data_dir; default: $ALFWORLD_DATA, else "
+                "~/.cache/alfworld)",
+                metavar="D",
+            ),
+            Option("--split", "alfworld.split", "games to play (alfworld.split)", ("valid_seen", "valid_unseen")),
+        ),
+    ),
 )
 """ALFWorld's games in TextWorld's engine: SR per task type (pick, look, clean, heat, cool, pick2)."""
 

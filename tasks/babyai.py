@@ -52,6 +52,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agemem.core.configlib import ConfigError
+from agemem.tasks.base import Evaluation
 from agemem.tasks.games import register_suite
 from agemem.tasks.textgame import GameItem, GameRef, GameState, GameSuite, installed_version, round_robin
 
@@ -775,6 +776,10 @@ SUITE = GameSuite(
     split_note="AgentBoard's 28 BabyAI levels x seeds 1234-1237 (112 episodes, minigrid 3.2.0)",
     describe=describe,
     expert=expert_plan,
+    evaluation=Evaluation(
+        "BabyAI levels described in text, with the memory tools: SR per level family, steps, TC",
+        "babyai.limit",
+    ),
 )
 """BabyAI as a text game: SR per level family (goto, open, pickup, unlock, find)."""
 

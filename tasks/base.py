@@ -9,14 +9,18 @@ A spec says
 * what each stage shows (:meth:`TaskSpec.stages`) and how an episode runs (:meth:`TaskSpec.episodes`: a factory
   the rollout driver calls with the shared :class:`~agemem.rollouts.episode.EpisodeSetup`);
 * whether Stage 2 draws distractors (``uses_distractors``), and how a finished trajectory is scored
-  (:meth:`TaskSpec.scorer`).
+  (:meth:`TaskSpec.scorer`);
+* how ``agemem eval <name>`` offers it (``evaluation``: an :class:`Evaluation`, or None for a training-only task).
 
-A new task is one module with one ``register_task(...)`` call, imported by ``agemem.tasks`` (or by its user).
+A new environment is one module with one ``register_task(...)`` (or ``register_suite(...)``) call, imported by
+``agemem.tasks`` (or by its user): the training task, ``data.source=<name>`` and the ``agemem eval`` command all
+come from that one registration.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from agemem.core.configlib import ConfigError
@@ -31,6 +35,32 @@ if TYPE_CHECKING:
     from agemem.tasks.config import TaskRunConfig
 
 
+@dataclass(frozen=True)
+class Option:
+    """A command-line flag of one ``agemem eval`` command, set as a dotted config override."""
+
+    flag: str
+    key: str
+    """the dotted config key the flag sets."""
+    help: str
+    choices: tuple[str, ...] | None = None
+    metavar: str | None = None
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """How ``agemem eval <name>`` offers an environment: the command's help, its flags and its table's names."""
+
+    help: str
+    """the command's one-line help."""
+    limit_key: str
+    """the config key ``--limit N`` sets (``data.limit``, ``alfworld.limit``, ...)."""
+    options: tuple[Option, ...] = ()
+    """the command's own flags besides the shared ones (``--model``, ``--variant``, ``--limit``, ``--out``)."""
+    title: str = ""
+    """the benchmark's name in tables and plots (default: a game suite's title, else the environment's name)."""
+
+
 class TaskSpec(Protocol):
     """One kind of task: its items, its episode, what each stage shows, and its reward."""
 
@@ -38,6 +68,8 @@ class TaskSpec(Protocol):
     """the registry key, and the ``data.source`` that picks the task."""
     uses_distractors: bool
     """Stage 2 shows distractors made by ``distractors.*`` (False: an empty Stage 2)."""
+    evaluation: Evaluation | None
+    """``agemem eval <name>``'s help and flags; None: a training task only."""
 
     def accepts(self, source: str) -> bool:
         """Whether ``data.source`` (other than a registered name) means this task, e.g. a HotpotQA file."""
@@ -82,6 +114,12 @@ def unregister_task(name: str) -> None:
 def task_names() -> list[str]:
     """The registered tasks, sorted."""
     return sorted(_REGISTRY)
+
+
+def evaluations() -> dict[str, Evaluation]:
+    """Every registered task that ``agemem eval`` offers, by name (sorted): the built-in evaluation commands."""
+    found = {name: getattr(_REGISTRY[name], "evaluation", None) for name in task_names()}
+    return {name: evaluation for name, evaluation in found.items() if evaluation is not None}
 
 
 def get_task(name: str) -> TaskSpec:

@@ -32,7 +32,7 @@ from agemem.rollouts.driver import EpisodeFactory
 from agemem.rollouts.engines.base import Completion
 from agemem.rollouts.episode import Episode, EpisodeOverError, EpisodeSetup, GenerationRequest, Stages
 from agemem.rollouts.records import EndedBy, Step, Task, Trajectory
-from agemem.tasks.base import register_task, unregister_task
+from agemem.tasks.base import Evaluation, register_task, unregister_task
 from agemem.tasks.config import GameConfig, TaskRunConfig
 from agemem.tasks.textgame import GameRef, GameState, GameSuite, TextGame
 
@@ -492,6 +492,10 @@ class GameTask:
     @property
     def name(self) -> str:
         return self.suite.name
+
+    @property
+    def evaluation(self) -> Evaluation | None:
+        return self.suite.evaluation
 
     def accepts(self, source: str) -> bool:
         return False

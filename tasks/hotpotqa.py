@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 from agemem.core.configlib import ConfigError
 from agemem.core.resources import resolve
 from agemem.rollouts.records import Paragraph, SupportingFact, Task
-from agemem.tasks.base import register_task
+from agemem.tasks.base import Evaluation, Option, register_task
 from agemem.tasks.qa import QATask
 
 if TYPE_CHECKING:
@@ -268,4 +268,12 @@ def load_hotpotqa_tasks(config: TaskRunConfig) -> list[Task]:
     return load_hotpotqa(source, split=data.split, hub_config=data.hub_config)
 
 
-HOTPOTQA = register_task(QATask("hotpotqa", load_hotpotqa_tasks, is_hotpotqa_source))
+EVALUATION = Evaluation(
+    "HotpotQA as three-stage memory episodes: J, EM, F1, MQ, TN, TC (table, JSON, plot)",
+    "data.limit",
+    (Option("--data", "data.source", "HotpotQA JSON file, datasets directory or hub id (data.source)", None, "PATH"),),
+    title="HotpotQA",
+)
+"""`agemem eval hotpotqa`."""
+
+HOTPOTQA = register_task(QATask("hotpotqa", load_hotpotqa_tasks, is_hotpotqa_source, evaluation=EVALUATION))

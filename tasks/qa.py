@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from agemem.core.config import RolloutConfig
     from agemem.core.encoders import Encoder
     from agemem.rollouts.records import Task
+    from agemem.tasks.base import Evaluation
     from agemem.tasks.config import TaskRunConfig
 
 
@@ -29,6 +30,8 @@ class QATask:
     claims: Callable[[str], bool] = lambda source: False
     """which ``data.source`` values, besides ``name``, mean this task."""
     uses_distractors: bool = True
+    evaluation: Evaluation | None = None
+    """how ``agemem eval <name>`` offers the task (:class:`agemem.tasks.base.Evaluation`); None: training only."""
 
     def accepts(self, source: str) -> bool:
         return self.claims(source)

@@ -40,6 +40,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from agemem.core.configlib import ConfigError
+from agemem.tasks.base import Evaluation
 from agemem.tasks.games import register_suite
 from agemem.tasks.textgame import GameItem, GameRef, GameState, GameSuite, installed_version, round_robin
 
@@ -436,6 +437,10 @@ SUITE = GameSuite(
     split_note="90 ScienceWorld games: the first 3 test variations of each of the 30 tasks (AgentBoard's size)",
     describe=describe,
     expert=expert_plan,
+    evaluation=Evaluation(
+        "ScienceWorld tasks with the memory tools: SR and the environment's score per topic, steps, TC",
+        "sciworld.limit",
+    ),
 )
 
 SCIWORLD = register_suite(SUITE)

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 from agemem.core.configlib import ConfigError
 from agemem.rollouts.records import Paragraph, SupportingFact, Task
-from agemem.tasks.base import register_task
+from agemem.tasks.base import Evaluation, register_task
 from agemem.tasks.qa import QATask
 
 if TYPE_CHECKING:
@@ -448,4 +448,11 @@ def load_synthetic_tasks(config: TaskRunConfig) -> list[Task]:
     )
 
 
-SYNTHETIC = register_task(QATask("synthetic", load_synthetic_tasks))
+EVALUATION = Evaluation(
+    "synthetic recall tasks (data.synthetic.*) as three-stage memory episodes: J, EM, F1, MQ, TN, TC",
+    "data.limit",
+    title="Synthetic",
+)
+"""`agemem eval synthetic`: the generated tasks of ``data.synthetic`` (seed, size, revisions), scored as HotpotQA."""
+
+SYNTHETIC = register_task(QATask("synthetic", load_synthetic_tasks, evaluation=EVALUATION))

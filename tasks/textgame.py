@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 if TYPE_CHECKING:
+    from agemem.tasks.base import Evaluation
     from agemem.tasks.config import GameConfig
 
 
@@ -125,6 +126,8 @@ class GameSuite:
     """one line on what the split is (shown in ``results.json`` as ``split``): e.g. ``AgentBoard's 112 episodes``."""
     describe: Callable[[GameConfig], dict[str, Any]] = lambda settings: {}
     """what identifies the split in a run's identity (a resume with another split is refused)."""
+    evaluation: Evaluation | None = None
+    """how ``agemem eval <name>`` offers the suite (its help, ``--limit`` key and flags); None: training only."""
     expert: Callable[[GameRef, GameConfig], list[str]] | None = None
     """a solution from the start state (the gold path, a planner's plan, the bot's actions): the commands that win
     the game when sent in order. Scripted agents and tests play it."""

@@ -15,7 +15,7 @@ import yaml
 from agemem.core.configlib import ConfigError, to_dict
 from agemem.entrypoints.quiet import quiet_third_party
 from agemem.entrypoints.roots import load_command_config, load_eval_config, load_resume_config
-from agemem.eval.benchmarks import BUILTIN
+from agemem.eval.benchmarks import command_evaluations, limit_key
 from agemem.eval.config import EVAL_VARIANTS
 
 
@@ -143,13 +143,13 @@ def _eval_overrides(args: argparse.Namespace) -> list[str]:
         flags.append(f"eval.models={json.dumps(args.model)}")
     if args.variant:
         flags.append(f"eval.variants={json.dumps(args.variant)}")
-    entry = BUILTIN[args.benchmark]
+    entry = command_evaluations()[args.benchmark]
     for option in entry.options:
         value = getattr(args, option.flag.lstrip("-").replace("-", "_"))
         if value is not None:
             flags.append(f"{option.key}={value}")
     if args.limit is not None:
-        flags.append(f"{entry.limit_key}={args.limit}")
+        flags.append(f"{limit_key(args.benchmark)}={args.limit}")
     return [*args.overrides, *flags]
 
 
@@ -384,7 +384,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     evaluate = commands.add_parser("eval", help="evaluate checkpoints, models or endpoints on task benchmarks")
     benchmarks = evaluate.add_subparsers(dest="benchmark", metavar="BENCHMARK", required=True)
-    for name, entry in BUILTIN.items():
+    for name, entry in command_evaluations().items():
         sub = benchmarks.add_parser(name, help=entry.help)
         _add_config_arguments(sub)
         sub.add_argument(
@@ -440,7 +440,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_config_arguments(compare)
     compare.add_argument(
-        "--benchmark", action="append", metavar="NAME", help=f"repeat for several: {', '.join(BUILTIN)} (or registered)"
+        "--benchmark", action="append", metavar="NAME", help=f"repeat for several: {', '.join(command_evaluations())}"
     )
     compare.add_argument("--model", action="append", metavar="M", help="as for agemem eval; repeat for several")
     compare.add_argument(

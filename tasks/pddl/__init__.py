@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from agemem.core.configlib import ConfigError
+from agemem.tasks.base import Evaluation
 from agemem.tasks.config import GameConfig, PddlConfig
 from agemem.tasks.games import register_suite
 from agemem.tasks.pddl.expert import INSTALL_HINT, PddlMissingError, plan_files, require_pddl
@@ -167,6 +168,10 @@ SUITE = GameSuite(
     split_note="60 generated problems sized like AgentBoard's: Gripper 20, Blocksworld 10, Barman 20, Tyreworld 10",
     describe=describe,
     expert=expert_plan,
+    evaluation=Evaluation(
+        "PDDL problems (Blocksworld, Gripper, Tyreworld, Barman) with the memory tools: PR and SR per domain, TC",
+        "pddl.limit",
+    ),
 )
 """PDDL problems in our STRIPS simulator: PR (the best share of goal conditions met) per domain."""
 

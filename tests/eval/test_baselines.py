@@ -27,8 +27,8 @@ from agemem.eval.baselines.endpoint import (
     check_reachable,
     parse_tool_calls,
 )
-from agemem.eval.hotpotqa import evaluate_hotpotqa
 from agemem.eval.models import Backend
+from agemem.eval.qa import evaluate_qa
 from agemem.eval.variants import apply_variant
 from agemem.rollouts.engines.base import SamplingParams
 from agemem.rollouts.engines.chat import EngineChat
@@ -236,7 +236,7 @@ def test_each_library_stores_the_facts_the_agent_then_answers_from(variant, tmp_
         AgeMemConfig, overrides=[*FAST, "data.limit=3", f"eval.variants=[{variant}]", "eval.rag_top_k=5"]
     )
     backends = {"scripted": Backend(MessagesEngine(tokenizer, model), tokenizer)}
-    (results,) = evaluate_hotpotqa(config, tmp_path, backends=backends, encoder=WordSetEncoder(dim=8192))
+    (results,) = evaluate_qa(config, tmp_path, backends=backends, encoder=WordSetEncoder(dim=8192))
     examples = [json.loads(line) for line in (tmp_path / "examples.jsonl").read_text().splitlines()]
 
     assert results["J"] == results["EM"] == 100.0  # every answer came from a memory the system returned
@@ -272,7 +272,7 @@ def test_results_keep_the_pinned_library_versions(tmp_path, tokenizer):
     model = MemorySystemsModel([], {tasks[0].question: "x"}, {tasks[0].question: "never shown"})
     config = load_config(AgeMemConfig, overrides=[*FAST, "data.limit=1", "eval.variants=[mem0g]"])
     backends = {"scripted": Backend(MessagesEngine(tokenizer, model), tokenizer)}
-    (results,) = evaluate_hotpotqa(config, tmp_path, backends=backends, encoder=WordSetEncoder(dim=4096))
+    (results,) = evaluate_qa(config, tmp_path, backends=backends, encoder=WordSetEncoder(dim=4096))
     settings = json.loads(Path(tmp_path / "results.json").read_text())["memory_system"]
     assert settings["library"] == "mem0ai==1.0.11" and settings["graph"] == "kuzu==0.11.3"
     assert settings == results["memory_system"]

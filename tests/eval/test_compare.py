@@ -174,10 +174,13 @@ def test_a_variant_without_a_paper_name_is_shown_by_its_own():
     assert row["method"] == "rag"
 
 
-def test_the_headline_metric_the_benchmark_declares_else_the_mapping_else_its_first_score_column():
+def test_the_headline_metric_the_benchmark_declares_else_its_first_score_column():
+    from agemem.eval.benchmarks import get_benchmark
+
     columns = (*RUN_COLUMNS, Column("items", "n", "{:d}"), Column("TC.total", "TC"), Column("PR", "PR"))
     assert headline_metric(SimpleNamespace(name="pddl", columns=columns, headline="SR")) == "SR"
-    assert headline_metric(SimpleNamespace(name="hotpotqa", columns=columns)) == "J"
+    builtin = {name: headline_metric(get_benchmark(name)) for name in ("hotpotqa", "synthetic", "alfworld", "pddl")}
+    assert builtin == {"hotpotqa": "J", "synthetic": "J", "alfworld": "SR", "pddl": "PR"}
     assert headline_metric(SimpleNamespace(name="pddl", columns=columns)) == "PR"
     with pytest.raises(ConfigError, match="headline"):
         headline_metric(SimpleNamespace(name="pddl", columns=columns[:3]))

@@ -13,8 +13,8 @@ from agemem.core.chat import load_tokenizer
 from agemem.core.configlib import ConfigError, load_config
 from agemem.core.tools import TOOL_NAMES
 from agemem.entrypoints.roots import AgeMemConfig
-from agemem.eval.hotpotqa import evaluate_hotpotqa
 from agemem.eval.models import Backend
+from agemem.eval.qa import evaluate_qa
 from agemem.tasks import load_tasks
 from tests.conftest import WordSetEncoder
 from tests.eval.agents import HotpotAgent, MessagesEngine
@@ -40,7 +40,7 @@ def sample():
 def _evaluate(config, out, tokenizer, policy):
     engine = MessagesEngine(tokenizer, policy)
     backends = {"scripted": Backend(engine, tokenizer)}
-    runs = evaluate_hotpotqa(config, out, backends=backends, encoder=WordSetEncoder(dim=65536))
+    runs = evaluate_qa(config, out, backends=backends, encoder=WordSetEncoder(dim=65536))
     return runs, engine
 
 
@@ -187,7 +187,7 @@ def test_endpoint_model_with_an_llm_judge(tmp_path, sample):
                 f"reward.judge.base_url={endpoint.url}",
             ],
         )
-        (results,) = evaluate_hotpotqa(config, tmp_path, encoder=WordSetEncoder(dim=65536))
+        (results,) = evaluate_qa(config, tmp_path, encoder=WordSetEncoder(dim=65536))
     finally:
         endpoint.close()
     assert results["resolved"]["kind"] == "openai" and results["model"] == "gold-agent"
@@ -249,7 +249,7 @@ def test_a_resumed_run_samples_what_the_uninterrupted_run_sampled(tmp_path):
     def run(out, limit):
         config.data.limit = limit
         backend = Backend(TransformersEngine(model, tokenizer), tokenizer)  # a fresh process's engine
-        return evaluate_hotpotqa(config, out, backends={"tiny-random-qwen2": backend}, encoder=WordSetEncoder())
+        return evaluate_qa(config, out, backends={"tiny-random-qwen2": backend}, encoder=WordSetEncoder())
 
     run(tmp_path / "whole", 2)
     run(tmp_path / "resumed", 1)

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from agemem.core.env import EpisodeStats
-from agemem.eval.hotpotqa import aggregate, memory_quality, memory_quality_items
 from agemem.eval.metrics import mean, mean_tool_calls, percent, pooled_mean, stage_prompt_tokens, tool_calls
+from agemem.eval.qa import aggregate, memory_quality, memory_quality_items
 from agemem.eval.report import Column, ExampleLog, markdown_table, slug, unique_labels
 from agemem.rewards.judges import RuleJudge
 from agemem.rollouts.records import Step, Trajectory

@@ -14,7 +14,14 @@ import pytest
 
 from agemem.core.configlib import ConfigError, load_config
 from agemem.entrypoints.roots import AgeMemConfig
-from agemem.eval.benchmarks import BUILTIN, benchmark_names, get_benchmark, register_benchmark, unregister_benchmark
+from agemem.eval.benchmarks import (
+    benchmark_names,
+    benchmark_title,
+    command_evaluations,
+    get_benchmark,
+    register_benchmark,
+    unregister_benchmark,
+)
 from agemem.eval.models import Backend
 from agemem.eval.report import RUN_COLUMNS, Column, ExampleLog, Panel
 from agemem.eval.runner import BarProgress, PlayProgress, RunContext, chunk_seed, evaluate, results_table
@@ -208,9 +215,20 @@ def test_unseeded_sampling_gives_unseeded_chunks(tmp_path):
 
 
 def test_registry_builds_the_builtins_lazily_and_refuses_unknown_names():
-    assert {"hotpotqa", "alfworld"} <= set(benchmark_names())
+    builtins = {"alfworld", "babyai", "hotpotqa", "pddl", "sciworld", "synthetic"}
+    assert builtins <= set(benchmark_names()) and builtins <= set(command_evaluations())
     assert get_benchmark("hotpotqa").name == "hotpotqa" and get_benchmark("alfworld").unit == "game"
-    assert all(get_benchmark(name).name == name for name in BUILTIN)
+    assert get_benchmark("synthetic").unit == "q" and get_benchmark("pddl").headline == "PR"
+    assert all(get_benchmark(name).name == name for name in command_evaluations())
+    titles = {name: benchmark_title(name) for name in sorted(builtins)}
+    assert titles == {
+        "alfworld": "ALFWorld",
+        "babyai": "BabyAI",
+        "hotpotqa": "HotpotQA",
+        "pddl": "PDDL",
+        "sciworld": "SciWorld",
+        "synthetic": "Synthetic",
+    }
     with pytest.raises(ConfigError, match=r"unknown benchmark 'nope'; choose one of .*alfworld.*hotpotqa"):
         get_benchmark("nope")
 

@@ -1,4 +1,5 @@
-"""`agemem eval hotpotqa`: HotpotQA played as AgeMem episodes, scored with the paper's metrics.
+"""`agemem eval hotpotqa` (and every QA environment: ``agemem eval synthetic``, a registered QA set): questions
+played as AgeMem episodes, scored with the paper's metrics.
 
 Each question is one episode: Stage 1 shows its paragraphs as casual user turns (the agent may build
 LTM), Stage 2 distractors are off unless ``eval.distractors`` is on (as the authors evaluate), Stage 3
@@ -24,10 +25,11 @@ calls per episode of each tool and in total.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agemem.core.config import DataConfig
 from agemem.core.configlib import ConfigError, to_dict
 from agemem.eval import metrics
 from agemem.eval.config import EvalRunConfig
@@ -47,14 +49,14 @@ from agemem.eval.variants import apply_variant
 from agemem.rewards.base import AnswerItem, Judge, MemoryItem
 from agemem.rewards.judges import exact_match, f1_score
 from agemem.rollouts.build import build_driver, distractors_for
-from agemem.tasks import load_task_pool
+from agemem.tasks import get_task, load_task_pool, task_for_source
+from agemem.tasks.qa import QATask
 
 if TYPE_CHECKING:
     from agemem.core.encoders import Encoder
     from agemem.eval.models import Backend
     from agemem.rollouts.records import Task, Trajectory
 
-BENCHMARK = "hotpotqa"
 COLUMNS = (
     *RUN_COLUMNS,
     Column("questions", "n", "{:d}"),
@@ -243,17 +245,38 @@ class QuestionSession:
         return {"judge": {"name": self.judge.name, **{k: v - self.before.get(k, 0) for k, v in after.items()}}}
 
 
-class HotpotQA:
-    """`agemem eval hotpotqa` (:class:`agemem.eval.runner.Benchmark`)."""
+def with_source(config: EvalRunConfig, task: QATask) -> EvalRunConfig:
+    """``config`` with ``data.source`` naming ``task``: kept when it already does (a HotpotQA file for hotpotqa), set
+    to the task's name when it is the default; a source of another environment is a :class:`ConfigError`."""
+    source = config.data.source
+    owner = task_for_source(source)
+    if owner is task:
+        return config
+    if source == DataConfig().source:
+        return replace(config, data=replace(config.data, source=task.name))
+    raise ConfigError(
+        f"data.source={source!r} is the {owner.name} environment, and `agemem eval {task.name}` plays {task.name}; "
+        f"run `agemem eval {owner.name}`, or drop data.source"
+    )
 
-    name = BENCHMARK
+
+class QABenchmark:
+    """`agemem eval <name>` for a question-answering environment (:class:`agemem.eval.runner.Benchmark`): HotpotQA,
+    synthetic, or any registered :class:`~agemem.tasks.qa.QATask` with an ``evaluation``."""
+
     unit = "q"
     columns = COLUMNS
     panels = PANELS
     metrics_note = METRICS_NOTE
+    headline = "J"
+
+    def __init__(self, task: QATask):
+        self.task = task
+        self.name = task.name
+        self.display = (task.evaluation.title if task.evaluation else "") or task.name
 
     def configure(self, config: EvalRunConfig, variant: str) -> EvalRunConfig:
-        return apply_variant(config, variant)
+        return with_source(apply_variant(config, variant), self.task)
 
     def load(self, config: EvalRunConfig) -> Questions:
         tasks, pool = load_task_pool(config)
@@ -292,16 +315,20 @@ class HotpotQA:
 
     def title(self, runs: Sequence[dict[str, Any]]) -> str:
         counts = {r["questions"] for r in runs}
-        return f"HotpotQA ({counted(counts.pop(), 'question')})" if len(counts) == 1 else "HotpotQA"
+        return f"{self.display} ({counted(counts.pop(), 'question')})" if len(counts) == 1 else self.display
 
 
-def evaluate_hotpotqa(
+def evaluate_qa(
     config: EvalRunConfig,
     out: str | Path,
     *,
+    name: str = "hotpotqa",
     backends: dict[str, Backend] | None = None,
     encoder: Encoder | None = None,
 ) -> list[dict[str, Any]]:
-    """Evaluate every model of ``eval.models`` under every ``eval.variants`` on HotpotQA
-    (:func:`agemem.eval.runner.evaluate`)."""
-    return evaluate(HotpotQA(), config, out, backends=backends, encoder=encoder)
+    """Evaluate every model of ``eval.models`` under every ``eval.variants`` on the questions of QA environment
+    ``name`` (:func:`agemem.eval.runner.evaluate`)."""
+    task = get_task(name)
+    if not isinstance(task, QATask):
+        raise ConfigError(f"{name!r} is not a question-answering environment; evaluate it with `agemem eval {name}`")
+    return evaluate(QABenchmark(task), config, out, backends=backends, encoder=encoder)
