@@ -557,6 +557,9 @@ class AgentConfig:
     """run directory: metrics.jsonl, trajectories.jsonl, checkpoints/ (agemem train), rollouts (agemem rollout)."""
     seed: int = 0
     """run seed: task order, sampling seeds per step, dropout."""
+    plugins: list[str] = field(default_factory=list)
+    """modules imported before the config is read, each registering environments, tools, memory systems or reward
+    terms (agemem.core.plugins; `--plugin M` adds one); a run's config.json keeps them for resume and evaluation."""
     env: EnvConfig = field(default_factory=EnvConfig)
     """the memory environment: LTM, STM, tools, encoder, summarizer."""
     policy: PolicyConfig = field(default_factory=PolicyConfig)

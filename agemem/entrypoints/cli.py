@@ -12,7 +12,8 @@ from pathlib import Path
 
 import yaml
 
-from agemem.core.configlib import ConfigError, to_dict
+from agemem.core.configlib import ConfigError, parse_override, read_yaml, set_dotted, to_dict
+from agemem.core.plugins import load_entry_points, load_plugins, plugins_of
 from agemem.entrypoints.quiet import quiet_third_party
 from agemem.entrypoints.roots import load_command_config, load_eval_config, load_resume_config
 from agemem.eval.benchmarks import command_evaluations, limit_key
@@ -21,6 +22,12 @@ from agemem.eval.config import EVAL_VARIANTS
 
 def _add_config_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", help="YAML file overriding the built-in defaults (see configs/)")
+    parser.add_argument(
+        "--plugin",
+        action="append",
+        metavar="MODULE",
+        help="import MODULE first: it registers environments, tools or memory systems (adds to `plugins`)",
+    )
     parser.add_argument(
         "overrides",
         nargs="*",
@@ -507,16 +514,48 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def requested_plugins(argv: list[str]) -> list[str]:
+    """The plugin modules a command line asks for, read before the parser exists (subcommands and choices come from
+    the registries the plugins fill): ``plugins`` of its ``--config`` file and of a ``plugins=[...]`` override, then
+    every ``--plugin M``."""
+    config = _flag_values(argv, "--config")
+    tree = read_yaml(config[-1]) if config else {}
+    for word in argv:
+        if word.startswith("plugins="):
+            set_dotted(tree, *parse_override(word))
+    return list(dict.fromkeys([*plugins_of(tree), *_flag_values(argv, "--plugin")]))
+
+
+def _flag_values(argv: list[str], flag: str) -> list[str]:
+    values = []
+    for index, word in enumerate(argv):
+        if word == flag and index + 1 < len(argv):
+            values.append(argv[index + 1])
+        elif word.startswith(f"{flag}="):
+            values.append(word.split("=", 1)[1])
+    return values
+
+
 def parse_command_line(argv: list[str] | None = None) -> tuple[argparse.ArgumentParser, argparse.Namespace]:
-    """The parser and the parsed arguments of ``agemem <argv>``; a bad argument exits 2 with argparse's message."""
+    """The parser and the parsed arguments of ``agemem <argv>``; a bad argument exits 2 with argparse's message.
+    Installed plugins (entry points) and the ones the line asks for are imported first; ``--plugin M`` is kept in
+    the config as ``plugins`` (so a run's ``config.json`` names it)."""
+    words = list(sys.argv[1:] if argv is None else argv)
+    try:
+        load_entry_points()
+        load_plugins(requested_plugins(words))
+    except ConfigError as err:
+        sys.exit(f"agemem: configuration error: {err}")
     parser = build_parser()
-    args, extra = parser.parse_known_args(argv)
+    args, extra = parser.parse_known_args(words)
     # flags may come between overrides (`a=1 --resume b=2`): argparse leaves the later overrides over
     stray = [item for item in extra if "=" not in item or item.startswith("-")]
     if stray or (extra and not hasattr(args, "overrides")):
         parser.error(f"unrecognized arguments: {' '.join(stray or extra)}")
     if extra:
         args.overrides = [*args.overrides, *extra]
+    if getattr(args, "plugin", None):
+        args.overrides = [*args.overrides, f"plugins={json.dumps(requested_plugins(words))}"]
     return parser, args
 
 

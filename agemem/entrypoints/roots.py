@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from agemem.core.config import AgentConfig
-from agemem.core.configlib import ConfigError, from_dict, load_config, parse_override, set_dotted, to_dict
+from agemem.core.configlib import ConfigError, from_dict, parse_override, read_yaml, set_dotted, to_dict
+from agemem.core.plugins import load_plugins, plugins_of
 from agemem.entrypoints.demo import DemoRunConfig
 from agemem.eval.config import EvalRunConfig
 from agemem.eval.stream.config import StreamRunConfig
@@ -72,12 +73,18 @@ def root_of(command: str) -> type[AgentConfig]:
 
 
 def load_command_config(command: str, path: str | Path | None, overrides: list[str]) -> Any:
-    """``command``'s root from its defaults, ``path`` and ``overrides``; every section named anywhere is validated."""
-    return project(load_config(AgeMemConfig, path, overrides), root_of(command))
+    """``command``'s root from its defaults, ``path`` and ``overrides``; every section named anywhere is validated,
+    after the ``plugins`` it names are imported (they register what the values may name)."""
+    tree = read_yaml(path) if path is not None else {}
+    for item in overrides:
+        set_dotted(tree, *parse_override(item))
+    return config_from_tree(tree, command)
 
 
 def config_from_tree(tree: Mapping[str, Any], command: str) -> Any:
-    """``command``'s root from a saved tree (a run's ``config.json``), which may hold other commands' sections."""
+    """``command``'s root from a raw tree (a YAML file's, a run's ``config.json``), which may hold other commands'
+    sections; its ``plugins`` are imported first."""
+    load_plugins(plugins_of(tree))
     return project(from_dict(AgeMemConfig, dict(tree)), root_of(command))
 
 
