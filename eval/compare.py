@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from agemem.core.configlib import ConfigError
 from agemem.eval.benchmarks import benchmark_names, benchmark_title, get_benchmark, limit_key
+from agemem.eval.memory_systems import memory_system, memory_system_names
 from agemem.eval.report import RUN_COLUMNS, Panel, bar_plot, slug, write_json, write_text
 
 if TYPE_CHECKING:
@@ -39,15 +40,9 @@ if TYPE_CHECKING:
 MISSING = "—"
 """a cell without a number: a benchmark not run, or a run without its metric."""
 
-METHOD_NAMES: dict[str, str] = {
-    "no_memory": "No-Memory",
-    "agemem": "AgeMem",
-    "mem0": "Mem0",
-    "mem0g": "Mem0g",
-    "amem": "A-Mem",
-    "langmem": "LangMem",
-}
-"""the paper's name of a variant's method; a variant not listed is shown by its own name."""
+METHOD_NAMES: dict[str, str] = {"no_memory": "No-Memory", "agemem": "AgeMem"}
+"""the paper's name of AgeMem's variants' methods; a memory system is shown by its registered title, any other
+variant by its own name."""
 
 
 @dataclass(frozen=True)
@@ -104,6 +99,8 @@ readable."""
 
 
 def method_name(variant: str) -> str:
+    if variant in memory_system_names():
+        return memory_system(variant).title
     return METHOD_NAMES.get(variant, variant)
 
 

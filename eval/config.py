@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, get_args
 
 from agemem.core.configlib import ConfigError
+from agemem.eval.memory_systems import eval_variants
 from agemem.tasks.config import TaskRunConfig
-
-Variant = Literal["agemem", "no_memory", "rag", "ltm_only", "mem0", "mem0g", "amem", "langmem"]
-EVAL_VARIANTS: tuple[str, ...] = get_args(Variant)
 
 
 @dataclass
@@ -54,11 +51,11 @@ class EvalConfig:
     models: list[str] = field(default_factory=list)
     """models to evaluate (the CLI's --model): a training run or checkpoint directory, a LoRA adapter directory,
     a Hugging Face directory or hub id, or openai:<model>@<base_url>; empty: policy.model."""
-    variants: list[Variant] = field(default_factory=lambda: ["agemem"])
+    variants: list[str] = field(default_factory=lambda: ["agemem"])
     """agemem: all six tools; no_memory: the question alone, no tools; rag: Add/Update/Delete, and the top-k
     memories for the latest message shown before every step; ltm_only: the four memory-store tools, no STM tools;
-    mem0, mem0g, amem, langmem: no tools, a memory-system library writes memory from the messages and its search
-    results are shown before every step (docs/baselines.md)."""
+    mem0, mem0g, amem, langmem (or a registered memory system): no tools, a memory-system library writes memory
+    from the messages and its search results are shown before every step (docs/baselines.md)."""
     distractors: bool = False
     """play Stage 2 (the `distractors` section says which and how many); off, as the authors evaluate."""
     rag_top_k: int = 3
@@ -72,6 +69,13 @@ class EvalConfig:
     """the memory-system baselines (variants mem0, mem0g, amem, langmem)."""
 
     def validate(self) -> None:
+        known = eval_variants()
+        for variant in self.variants:
+            if variant not in known:
+                raise ConfigError(
+                    f"variants={variant!r} is not allowed; choose one of {', '.join(map(repr, known))} (a memory "
+                    "system of your own: agemem.eval.memory_systems.register_memory_system in a --plugin module)"
+                )
         if len(set(self.variants)) != len(self.variants) or not self.variants:
             raise ConfigError(f"variants={self.variants} must list at least one variant, each once")
         if len(set(self.models)) != len(self.models):

@@ -31,8 +31,9 @@ from tqdm.auto import tqdm
 
 from agemem.core.configlib import ConfigError, to_dict
 from agemem.core.encoders import build_encoder
-from agemem.eval.baselines import MEMORY_SYSTEMS, BuiltSystem, build_memory_system
-from agemem.eval.config import EVAL_VARIANTS, EvalRunConfig
+from agemem.eval.baselines import BuiltSystem, build_memory_system
+from agemem.eval.config import EvalRunConfig
+from agemem.eval.memory_systems import eval_variants, memory_system_names
 from agemem.eval.models import Backend, LazyBackend, ResolvedModel, evaluate_models
 from agemem.eval.report import Column, ExampleLog, Panel, check_identity, console_table, write_results
 from agemem.rewards.build import build_judge
@@ -88,7 +89,7 @@ class RunContext:
         """The environment's shared parts for this run; a memory-system variant's store replaces AgeMem's
         long-term memory (built once per run, its stores under ``<run folder>/memory_system/``)."""
         resources = build_resources(self.config.env, self.backend.tokenizer, self.shared.get_encoder())
-        if self.variant in MEMORY_SYSTEMS:
+        if self.variant in memory_system_names():
             self.memory_system = build_memory_system(
                 self.variant, self.config, self.backend, resources.encoder, self.out / "memory_system"
             )
@@ -222,7 +223,7 @@ class Shared:
 def chunk_seed(config: EvalRunConfig, variant: str, position: int) -> int | None:
     """The base seed of the chunk whose first item is item ``position`` of the run (None: unseeded)."""
     base = config.sampling.seed
-    return None if base is None else derive_seed(base, EVAL_VARIANTS.index(variant), position)
+    return None if base is None else derive_seed(base, eval_variants().index(variant), position)
 
 
 def run_benchmark(

@@ -20,16 +20,16 @@ import copy
 
 from agemem.core.configlib import ConfigError, validate_tree
 from agemem.core.tools import LTM_TOOLS, TOOL_NAMES
-from agemem.eval.baselines import MEMORY_SYSTEMS
-from agemem.eval.config import EVAL_VARIANTS, EvalRunConfig
+from agemem.eval.config import EvalRunConfig
+from agemem.eval.memory_systems import eval_variants, memory_system_names
 
 VARIANT_TOOLS: dict[str, tuple[str, ...]] = {
     "agemem": TOOL_NAMES,
     "no_memory": (),
     "rag": LTM_TOOLS,
     "ltm_only": (*LTM_TOOLS, "Retrieve_memory"),
-    **{system: () for system in MEMORY_SYSTEMS},
 }
+"""the tools each of AgeMem's own variants offers; a memory-system variant offers none."""
 
 
 def apply_variant(config: EvalRunConfig, variant: str) -> EvalRunConfig:
@@ -40,17 +40,18 @@ def apply_variant(config: EvalRunConfig, variant: str) -> EvalRunConfig:
     introspective retrieval (``rollout.introspective_top_k = 0``), so nothing is shown twice; the memory-system
     variants retrieve the same way, from their system.
     """
-    if variant not in EVAL_VARIANTS:
-        raise ConfigError(f"unknown variant {variant!r}; choose one of {', '.join(EVAL_VARIANTS)}")
+    if variant not in eval_variants():
+        raise ConfigError(f"unknown variant {variant!r}; choose one of {', '.join(eval_variants())}")
+    system = variant in memory_system_names()
     config = copy.deepcopy(config)
-    config.env.tools = list(VARIANT_TOOLS[variant])
-    shows_memory = variant == "rag" or variant in MEMORY_SYSTEMS
+    config.env.tools = list(VARIANT_TOOLS.get(variant, ()))
+    shows_memory = variant == "rag" or system
     config.env.rag_top_k = config.eval.rag_top_k if shows_memory else 0
     if shows_memory:
         config.rollout.introspective_top_k = 0
     config.rollout.stage1 = variant != "no_memory"
-    config.env.rag_replace = variant in MEMORY_SYSTEMS
-    config.rollout.stage1_agent = variant not in MEMORY_SYSTEMS  # the system takes Stage 1 in; no tools to act with
+    config.env.rag_replace = system
+    config.rollout.stage1_agent = not system  # the system takes Stage 1 in; no tools to act with
     if not config.eval.distractors or variant == "no_memory":
         config.distractors.count = 0
     validate_tree(config)

@@ -17,7 +17,7 @@ from agemem.core.plugins import load_entry_points, load_plugins, plugins_of
 from agemem.entrypoints.quiet import quiet_third_party
 from agemem.entrypoints.roots import load_command_config, load_eval_config, load_resume_config
 from agemem.eval.benchmarks import command_evaluations, limit_key
-from agemem.eval.config import EVAL_VARIANTS
+from agemem.eval.memory_systems import eval_variants
 
 
 def _add_config_arguments(parser: argparse.ArgumentParser) -> None:
@@ -407,7 +407,7 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument(
             "--variant",
             action="append",
-            choices=EVAL_VARIANTS,
+            choices=eval_variants(),
             help="tool variant; repeat for several (default: agemem)",
         )
         sub.add_argument("--limit", type=int, metavar="N", help=f"evaluate the first N items ({entry.limit_key})")
@@ -451,7 +451,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     compare.add_argument("--model", action="append", metavar="M", help="as for agemem eval; repeat for several")
     compare.add_argument(
-        "--variant", action="append", choices=EVAL_VARIANTS, help="repeat for several (default: agemem)"
+        "--variant", action="append", choices=eval_variants(), help="repeat for several (default: agemem)"
     )
     compare.add_argument("--limit", type=int, metavar="N", help="play the first N items of every benchmark")
     compare.add_argument("--out", default="runs/compare", metavar="DIR", help="one folder per benchmark (resumable)")

@@ -1,4 +1,5 @@
-"""The paper's memory-system baselines as variants of the same agent: ``--variant mem0 | mem0g | amem | langmem``.
+"""The paper's memory-system baselines as variants of the same agent: ``--variant mem0 | mem0g | amem | langmem``
+(and any system registered with :func:`agemem.eval.memory_systems.register_memory_system`).
 
 The harness plays the same tasks, stages and prompts as for AgeMem; what changes is who writes and reads
 long-term memory. The system observes every incoming user message (Stage-1 facts, Stage-2 distractors, game
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from agemem.eval.baselines.base import MemorySystem, Recalled, SystemMemory
 from agemem.eval.baselines.libraries import LLMTarget
+from agemem.eval.memory_systems import memory_system, memory_system_names
 
 if TYPE_CHECKING:
     from agemem.core.encoders import Encoder
@@ -31,9 +33,17 @@ if TYPE_CHECKING:
     from agemem.eval.models import Backend
 
 MEMORY_SYSTEMS = ("mem0", "mem0g", "amem", "langmem")
-"""the variants whose memory a memory-system library writes."""
+"""the paper's four memory-system variants (built in; :func:`memory_system_names` adds the registered ones)."""
 
-__all__ = ["MEMORY_SYSTEMS", "BuiltSystem", "MemorySystem", "Recalled", "SystemMemory", "build_memory_system"]
+__all__ = [
+    "MEMORY_SYSTEMS",
+    "BuiltSystem",
+    "MemorySystem",
+    "Recalled",
+    "SystemMemory",
+    "build_memory_system",
+    "memory_system_names",
+]
 
 
 @dataclass
@@ -86,8 +96,7 @@ def build_memory_system(
     variant: str, config: EvalRunConfig, backend: Backend, encoder: Encoder, folder: Path
 ) -> BuiltSystem:
     """The memory store of a baseline variant, its stores under ``folder``, its LLM the model under test."""
-    from agemem.core.encoders import sentence_transformer_path
-
+    spec = memory_system(variant)  # an unknown name fails before an endpoint opens
     settings = config.eval.memory_system
     endpoint = open_endpoint(config, backend)
     try:
@@ -99,23 +108,7 @@ def build_memory_system(
             settings.max_tokens,
             settings.timeout_s,
         )
-        system: MemorySystem
-        if variant in ("mem0", "mem0g"):
-            from agemem.eval.baselines.mem0 import Mem0System
-
-            system = Mem0System(
-                llm, encoder, folder / variant, graph=variant == "mem0g", search_threshold=settings.search_threshold
-            )
-        elif variant == "amem":
-            from agemem.eval.baselines.amem import AMemSystem
-
-            system = AMemSystem(llm, sentence_transformer_path(config.env.encoder.model), folder / variant)
-        elif variant == "langmem":
-            from agemem.eval.baselines.langmem import LangMemSystem
-
-            system = LangMemSystem(llm, encoder, enable_deletes=settings.langmem_enable_deletes)
-        else:
-            raise ValueError(f"{variant!r} is not a memory-system variant; choose one of {', '.join(MEMORY_SYSTEMS)}")
+        system: MemorySystem = spec.factory()(llm, config, encoder, folder / variant)
     except BaseException:
         endpoint.close()
         raise

@@ -24,7 +24,7 @@ from agemem.eval.compare import (
     run_timing,
     table_columns,
 )
-from agemem.eval.config import EVAL_VARIANTS
+from agemem.eval.memory_systems import eval_variants
 from agemem.eval.report import RUN_COLUMNS, Column
 from tests.alfworld_data import DATA, needs_alfworld
 from tests.eval.test_hotpotqa import TINY as TINY_HOTPOTQA
@@ -204,7 +204,7 @@ def test_bad_benchmarks_and_variants_are_errors_naming_the_choices(tmp_path, cap
         error = capsys.readouterr().err
         assert message in error
         if "mem1" in message:
-            assert all(variant in error for variant in EVAL_VARIANTS)
+            assert all(variant in error for variant in eval_variants())
     assert list(tmp_path.iterdir()) == []  # nothing ran
 
 
