@@ -14,6 +14,7 @@ from agemem.core.httpclient import ChatClient
 from agemem.rewards.base import Judge
 from agemem.rewards.composite import mean_breakdown, score_trajectories
 from agemem.rewards.judges import LLMJudge, RuleJudge, TransformersJudge
+from agemem.rewards.registry import check_term_weights
 
 if TYPE_CHECKING:
     from agemem.core.encoders import Encoder
@@ -76,5 +77,6 @@ class RewardScorer:
 
 def build_scorer(reward: RewardConfig, token_budget: int, encoder: Encoder | None = None) -> RewardScorer:
     """The scorer of ``reward`` (its judge built here); ``token_budget`` is T_max of the compression term, the env's
-    ``context.max_context_tokens``."""
+    ``context.max_context_tokens``. A weight in ``reward.term_weights`` must name a registered term."""
+    check_term_weights(reward.term_weights)
     return RewardScorer(build_judge(reward.judge, encoder), reward, token_budget)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from agemem.core.config import RewardConfig
 from agemem.rewards import terms
 from agemem.rewards.base import AnswerItem, Judge, MemoryItem, RelevanceItem
+from agemem.rewards.registry import extra_terms
 from agemem.rollouts.records import Step, Task, Trajectory
 
 
@@ -188,8 +189,9 @@ def reward_breakdown(
     else:
         weights = (config.w_task, config.w_context, config.w_memory)
         total = terms.composite_reward(r_task, r_context, r_memory, penalties, weights)
+    extras, paid = extra_terms(trajectory, facts, config.term_weights)
     return {
-        "total": total,
+        "total": total + paid,
         "task": r_task,
         "context": r_context,
         "context/compression": compression,
@@ -213,4 +215,5 @@ def reward_breakdown(
         "memory/maintained": float(maintained),
         "memory/quality_final": quality_final,
         "memory/final_judged": float(len(final_scores)),
+        **extras,
     }

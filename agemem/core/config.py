@@ -17,6 +17,7 @@ YAML files (``configs/``) and ``key.sub=value`` CLI overrides only change fields
 from __future__ import annotations
 
 import difflib
+import math
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -514,6 +515,9 @@ class RewardConfig:
     """added per format violation of an agent step (0 = off; the count is logged either way)."""
     storage_threshold: float = 0.5
     """a Stage-1 add is high-quality when the judge scores it >= this against the supporting facts."""
+    term_weights: dict[str, float] = field(default_factory=dict)
+    """weight of each registered extra reward term (agemem.rewards.registry; a plugin's): R += weight x term, in
+    either mode; a registered term without a weight is logged as extra/<name> and pays nothing."""
     judge: JudgeConfig = field(default_factory=JudgeConfig)
     """the judge scoring answers, memory entries and retrievals."""
 
@@ -522,6 +526,9 @@ class RewardConfig:
             raise ConfigError("reward weights must be >= 0")
         if not 0 <= self.storage_threshold <= 1:
             raise ConfigError(f"storage_threshold={self.storage_threshold} must be in [0, 1]")
+        for name, weight in self.term_weights.items():
+            if not isinstance(weight, int | float) or isinstance(weight, bool) or not math.isfinite(weight):
+                raise ConfigError(f"term_weights.{name}={weight!r} must be a finite number")
 
 
 @dataclass

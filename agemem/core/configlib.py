@@ -189,7 +189,8 @@ def _coerce(annotation: Any, value: Any, key: str) -> Any:
     if origin is dict:
         if not isinstance(value, dict):
             raise ConfigError(f"{key} must be a mapping, got {value!r}")
-        return dict(value)
+        (_, value_type) = get_args(annotation) or (Any, Any)
+        return {name: _coerce(value_type, item, f"{key}.{name}") for name, item in value.items()}
     if annotation is bool:
         if not isinstance(value, bool):
             raise ConfigError(f"{key} must be true or false, got {value!r}")

@@ -293,3 +293,33 @@ def test_score_trajectories_batches_the_judge_and_fills_the_breakdown():
     assert [b["task"] for b in breakdowns] == [1.0, 0.0]
     assert right.reward is breakdowns[0] and breakdowns[0]["total"] > breakdowns[1]["total"]
     assert breakdowns[0]["total"] - breakdowns[1]["total"] == pytest.approx(1 / 3)  # only w_task x R_task differs
+
+
+def test_a_registered_term_is_logged_and_paid_only_by_its_weight():
+    from agemem.core.configlib import ConfigError, load_config
+    from agemem.entrypoints.roots import AgeMemConfig
+    from agemem.rewards.build import build_scorer
+    from agemem.rewards.registry import RewardTerm, register_reward_term, unregister_reward_term
+
+    # brevity = -(completion tokens) / 10: the fixture's one answering step has one completion token -> -0.1
+    def brevity(trajectory, facts):
+        return -sum(len(s.completion_ids) for s in trajectory.steps) / 10
+
+    args = (trajectory(summaries=[3], overflow_step=6), 1.0, [1.0, 0.0], [0.8])
+    plain = reward_breakdown(*args, RewardConfig(format_penalty=-0.1), token_budget=8192, final_scores=[1.0, 0.0])
+    register_reward_term(RewardTerm("brevity", brevity, "-(completion tokens) / 10"))
+    try:
+        logged = reward_breakdown(*args, RewardConfig(format_penalty=-0.1), token_budget=8192, final_scores=[1.0, 0.0])
+        assert logged["extra/brevity"] == pytest.approx(-0.1) and logged["total"] == plain["total"]  # unweighted
+        config = load_config(AgeMemConfig, overrides=["reward.format_penalty=-0.1", "reward.term_weights.brevity=2"])
+        assert config.reward.term_weights == {"brevity": 2.0}  # a dotted override is read as the number it is
+        paid = reward_breakdown(*args, config.reward, token_budget=8192, final_scores=[1.0, 0.0])
+        # total = 0.183333 (test_reward_breakdown_by_hand) + 2 x (-0.1) = -0.016667
+        assert paid["total"] == pytest.approx(plain["total"] - 0.2) == pytest.approx(-0.016667, abs=1e-5)
+        assert build_scorer(config.reward, 8192).config is config.reward
+    finally:
+        unregister_reward_term("brevity")
+    with pytest.raises(ConfigError, match=r"term_weights names 'brevity', which no reward term registers"):
+        build_scorer(config.reward, 8192)
+    with pytest.raises(ConfigError, match=r"reward.term_weights.x must be a number, got .lots."):
+        load_config(AgeMemConfig, overrides=["reward.term_weights.x=lots"])
