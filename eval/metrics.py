@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 
 def tool_calls(trajectory: Trajectory, offered: Sequence[str] = TOOL_NAMES) -> dict[str, int]:
-    """One episode's TC: ``{tool: calls}`` for each of the six tools, plus ``total``.
+    """One episode's TC: ``{tool: calls}`` for each of the six tools and each other tool offered, plus ``total``.
 
     A call counts when the agent called a tool it was offered (``offered``), whether its arguments
     were valid or not; a call to a tool it was not offered is an unknown-tool error and counts 0.
@@ -29,14 +29,14 @@ def tool_calls(trajectory: Trajectory, offered: Sequence[str] = TOOL_NAMES) -> d
 
 def count_tool_calls(steps: Iterable[Step], offered: Sequence[str] = TOOL_NAMES) -> dict[str, int]:
     """:func:`tool_calls` over any agent steps (``kind == "action"``): ``{tool: calls}`` and ``total``."""
-    counts = dict.fromkeys(TOOL_NAMES, 0)
+    counts = dict.fromkeys([*TOOL_NAMES, *(name for name in offered if name not in TOOL_NAMES)], 0)
     for step in steps:
         if step.kind != "action":
             continue
         for call in step.tool_calls:
             if call["name"] in offered and call["name"] in counts:
                 counts[call["name"]] += 1
-    counts["total"] = sum(counts[name] for name in TOOL_NAMES)
+    counts["total"] = sum(counts.values())
     return counts
 
 
@@ -80,8 +80,9 @@ def percent_by(pairs: Iterable[tuple[str, float]], groups: Sequence[str]) -> dic
 
 
 def mean_tool_calls(per_episode: Sequence[dict[str, int]]) -> dict[str, float]:
-    """TC over a run: the mean over episodes of each tool's calls and of the total."""
-    keys = [*TOOL_NAMES, "total"]
+    """TC over a run: the mean over episodes of each tool's calls (the six, then any other offered) and of the total."""
+    others = sorted({key for e in per_episode for key in e} - {*TOOL_NAMES, "total"})
+    keys = [*TOOL_NAMES, *others, "total"]
     n = len(per_episode)
     return {key: (sum(e.get(key, 0) for e in per_episode) / n if n else 0.0) for key in keys}
 

@@ -2,7 +2,8 @@
 
 | variant | tools | episode |
 |---|---|---|
-| ``agemem`` | all six | Stage 1 (facts), optional Stage 2 (distractors), Stage 3 (question) |
+| ``agemem`` | all six, and registered ones ``env.tools`` adds | Stage 1 (facts), optional Stage 2 (distractors),
+  Stage 3 (question) |
 | ``no_memory`` | none | the question alone (no Stage 1, no Stage 2) |
 | ``rag`` | Add / Update / Delete | as ``agemem``, and before every agent step the top-k LTM entries for the latest
   message are shown (the paper's -RAG ablation: STM tools replaced by retrieval-augmented prompting) |
@@ -44,7 +45,10 @@ def apply_variant(config: EvalRunConfig, variant: str) -> EvalRunConfig:
         raise ConfigError(f"unknown variant {variant!r}; choose one of {', '.join(eval_variants())}")
     system = variant in memory_system_names()
     config = copy.deepcopy(config)
+    extra = [name for name in config.env.tools if name not in TOOL_NAMES]  # registered tools (a plugin's)
     config.env.tools = list(VARIANT_TOOLS.get(variant, ()))
+    if variant == "agemem":  # every built-in tool, and the registered ones the config offers
+        config.env.tools += extra
     shows_memory = variant == "rag" or system
     config.env.rag_top_k = config.eval.rag_top_k if shows_memory else 0
     if shows_memory:

@@ -198,3 +198,21 @@ def test_the_one_executor_runs_the_memory_tools_on_every_backend(store):
         "message": 'deletion not confirmed: call Delete_memory again with "confirmation": true',
     }
     assert run("Delete_memory", memory_id=memory_id, confirmed=True)["ok"] and len(store) == 0
+
+
+def test_a_registered_tool_stays_offered_in_evaluation_and_its_calls_count(count_tool):
+    from agemem.core.configlib import load_config
+    from agemem.entrypoints.roots import AgeMemConfig
+    from agemem.eval.metrics import count_tool_calls, mean_tool_calls
+    from agemem.eval.variants import apply_variant
+    from agemem.rollouts.records import Step
+
+    config = load_config(AgeMemConfig, overrides=[f"env.tools={json.dumps([*TOOL_NAMES, 'Count_memory'])}"])
+    assert apply_variant(config, "agemem").env.tools == [*TOOL_NAMES, "Count_memory"]
+    assert "Count_memory" not in apply_variant(config, "ltm_only").env.tools  # the ablations keep their own sets
+    calls = [{"name": "Count_memory", "arguments": {}}, {"name": "Add_memory", "arguments": {"content": "x"}}]
+    step = Step(3, "action", 0, [1], [2], [-0.1], "stop", "p", "c", tool_calls=calls)
+    counts = count_tool_calls([step], [*TOOL_NAMES, "Count_memory"])
+    assert counts["Count_memory"] == 1 and counts["Add_memory"] == 1 and counts["total"] == 2
+    assert count_tool_calls([step])["total"] == 1  # not offered: an unknown-tool error, not a call
+    assert mean_tool_calls([counts, count_tool_calls([])])["Count_memory"] == 0.5
