@@ -35,9 +35,18 @@ def load_config(cls: type[T], path: str | Path | None = None, overrides: list[st
     return from_dict(cls, raw)
 
 
-def read_yaml(path: str | Path, _seen: tuple[Path, ...] = ()) -> dict[str, Any]:
+def read_yaml(path: str | Path) -> dict[str, Any]:
     """A YAML config file's mapping. ``extends: other.yaml`` (a path relative to the file) starts from that file's
     mapping and overrides it with this one's: nested mappings merge key by key, anything else is replaced."""
+    merged: dict[str, Any] = {}
+    for _, mapping in read_yaml_layers(path):
+        merged = merge_mappings(merged, mapping)
+    return merged
+
+
+def read_yaml_layers(path: str | Path, _seen: tuple[Path, ...] = ()) -> list[tuple[Path, dict[str, Any]]]:
+    """``[(file, its own mapping)]`` of a YAML config and the files it ``extends``, the farthest base first: what
+    :func:`read_yaml` merges, kept apart so a value can be traced to the file that set it."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config file {str(path)!r} does not exist; pass an existing YAML file")
@@ -48,7 +57,7 @@ def read_yaml(path: str | Path, _seen: tuple[Path, ...] = ()) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError(f"config file {str(path)!r} must hold a mapping at top level, got {type(data).__name__}")
     if "extends" not in data:
-        return data
+        return [(path, data)]
     base = data.pop("extends")
     if not isinstance(base, str) or not base:
         raise ConfigError(f"config file {str(path)!r}: extends={base!r} must name another YAML file")
@@ -58,7 +67,7 @@ def read_yaml(path: str | Path, _seen: tuple[Path, ...] = ()) -> dict[str, Any]:
         raise ConfigError(f"config file {str(path)!r}: extends {base!r} loops back to itself")
     if not parent.is_file():
         raise ConfigError(f"config file {str(path)!r}: extends {base!r}, but {parent} does not exist")
-    return merge_mappings(read_yaml(parent, chain), data)
+    return [*read_yaml_layers(parent, chain), (path, data)]
 
 
 def merge_mappings(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:

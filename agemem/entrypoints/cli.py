@@ -10,12 +10,10 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-import yaml
-
-from agemem.core.configlib import ConfigError, parse_override, read_yaml, set_dotted, to_dict
+from agemem.core.configlib import ConfigError, parse_override, read_yaml, set_dotted
 from agemem.core.plugins import load_entry_points, load_plugins, plugins_of
 from agemem.entrypoints.quiet import quiet_third_party
-from agemem.entrypoints.roots import load_command_config, load_eval_config, load_resume_config
+from agemem.entrypoints.roots import COMMAND_ROOTS, load_command_config, load_eval_config, load_resume_config
 from agemem.eval.benchmarks import command_evaluations, limit_key
 from agemem.eval.memory_systems import eval_variants
 
@@ -315,8 +313,9 @@ def _cmd_chat(args: argparse.Namespace) -> int:
 
 
 def _cmd_config(args: argparse.Namespace) -> int:
-    config = load_command_config("config", args.config, args.overrides)
-    sys.stdout.write(yaml.safe_dump(to_dict(config), sort_keys=False))
+    from agemem.entrypoints.provenance import print_config
+
+    sys.stdout.write(print_config(args.command_root, args.config, args.overrides))
     return 0
 
 
@@ -495,8 +494,17 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument("--user", default="default", help="memory scope: one bank per user in the same file")
     handlers["chat"] = _cmd_chat
 
-    config = commands.add_parser("config", help="print the resolved configuration as YAML")
+    config = commands.add_parser(
+        "config", help="print the effective configuration as YAML, each value marked with the source that set it"
+    )
     _add_config_arguments(config)
+    config.add_argument(
+        "--command",
+        dest="command_root",
+        default="config",
+        choices=sorted(COMMAND_ROOTS),
+        help="print the sections this command reads (default: every section of every command)",
+    )
     handlers["config"] = _cmd_config
 
     tools = commands.add_parser("tools", help="print the six tool schemas (JSON lines) or the system prompt")

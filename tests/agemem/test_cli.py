@@ -23,6 +23,42 @@ def test_config_prints_resolved_yaml_with_overrides(capsys):
     assert printed["env"]["context"]["filter_threshold"] == 0.42
 
 
+def _dotted(tree, prefix=""):
+    for key, value in tree.items():
+        if isinstance(value, dict) and value:
+            yield from _dotted(value, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}"
+
+
+def test_config_marks_each_value_with_the_source_that_set_it(tmp_path, capsys):
+    from agemem.core.configlib import to_dict
+    from agemem.entrypoints.roots import load_command_config
+
+    base = tmp_path / "base.yaml"
+    base.write_text("seed: 3\nenv:\n  context:\n    max_context_tokens: 1024\nreward:\n  term_weights: {a: 1.0}\n")
+    derived = tmp_path / "derived.yaml"
+    derived.write_text("extends: base.yaml\nseed: 4\nsampling:\n  top_p: 0.5\n  max_tokens: 7\n")
+    argv = ["--config", str(derived), "sampling.max_tokens=9", 'env.system_prompt=say "hi": yes']
+    assert main(["config", "--command", "learn", *argv]) == 0
+    text = capsys.readouterr().out
+    expected = to_dict(load_command_config("learn", str(derived), argv[2:]))
+    assert yaml.safe_load(text) == expected  # the annotated YAML loads back to the effective config, exactly
+    sources, path = {}, []
+    for line in text.splitlines():  # dotted key -> the comment, from the indentation
+        depth = (len(line) - len(line.lstrip())) // 2
+        path[depth:] = [line.strip().split(":")[0]]
+        if "  # " in line:
+            sources[".".join(path)] = line.rsplit("  # ", 1)[1]
+    assert sources["seed"] == str(derived) and sources["sampling.seed"] == "default"  # the derived file wins
+    assert sources["env.context.max_context_tokens"] == str(base)
+    assert sources["sampling.top_p"] == str(derived) and sources["sampling.max_tokens"] == "override"
+    assert sources["env.system_prompt"] == "override" and sources["env.context.filter_threshold"] == "default"
+    assert sources["reward.term_weights.a"] == str(base)
+    assert set(sources) == set(_dotted(expected))  # every value is marked
+    assert "learn" in expected and "eval" not in expected and "stream" not in expected  # learn's own sections
+
+
 def test_bad_override_exits_2_with_the_reason(capsys):
     with pytest.raises(SystemExit) as info:
         main(["config", "env.context.filter_threshold=2"])
