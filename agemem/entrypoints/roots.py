@@ -40,9 +40,27 @@ from agemem.train.config import TrainRunConfig
 Root = TypeVar("Root", bound=AgentConfig)
 
 
+def check_union(*roots: type) -> None:
+    """Every config key of ``roots`` is declared by one class: a key two roots declare apart (two ``eval`` sections,
+    say) would be settled silently by a union's method resolution order, so it is a :class:`TypeError` here."""
+    owners: dict[str, type] = {}
+    for root in roots:
+        for field in dataclasses.fields(root):
+            owner = next(base for base in root.__mro__ if field.name in vars(base).get("__annotations__", {}))
+            if owners.setdefault(field.name, owner) is not owner:
+                raise TypeError(
+                    f"config key {field.name!r} is declared by both {owners[field.name].__qualname__} and "
+                    f"{owner.__qualname__}; rename one, or declare it once in a root both extend"
+                )
+
+
+check_union(LearnRunConfig, StreamRunConfig, DemoRunConfig)
+
+
 @dataclass
 class AgeMemConfig(LearnRunConfig, StreamRunConfig, DemoRunConfig):
-    """Every section of every command: what a config file may hold (`agemem config` prints it)."""
+    """Every section of every command: what a config file may hold (`agemem config` prints it). Its roots declare
+    each key once (:func:`check_union`), so no section of one command shadows another's."""
 
 
 COMMAND_ROOTS: dict[str, type[AgentConfig]] = {

@@ -8,6 +8,7 @@ from agemem.core.configlib import ConfigError
 from agemem.entrypoints.demo import DemoRunConfig
 from agemem.entrypoints.roots import (
     AgeMemConfig,
+    check_union,
     config_from_tree,
     load_command_config,
     load_eval_config,
@@ -88,3 +89,18 @@ def test_resume_without_config_continues_with_the_run_s_own_config(tmp_path):
     assert (
         with_file.sampling.max_tokens == load_command_config("train", "configs/tiny_cpu.yaml", []).sampling.max_tokens
     )
+
+
+def test_the_union_of_roots_refuses_a_key_two_roots_declare_apart():
+    from dataclasses import dataclass, field
+
+    from agemem.eval.config import EvalConfig
+
+    check_union(LearnRunConfig, StreamRunConfig, DemoRunConfig)  # the shipped roots: each key declared once
+
+    @dataclass
+    class OtherEvalRoot(TaskRunConfig):
+        eval: EvalConfig = field(default_factory=EvalConfig)
+
+    with pytest.raises(TypeError, match=r"config key 'eval' is declared by both EvalRunConfig and .*OtherEvalRoot"):
+        check_union(EvalRunConfig, OtherEvalRoot)
