@@ -41,6 +41,33 @@ if TYPE_CHECKING:
     from agemem.core.encoders import Encoder
 
 
+# --------------------------------------------------------------------------------------------- what a game says
+
+
+def step_header(step: int, limit: int) -> str:
+    """The marker before each observation after the first: ``[step 3/50]``."""
+    return f"[step {step}/{limit}]"
+
+
+def no_command_text(replies: int) -> str:
+    """What the agent hears after ``replies`` replies without a command: the step passed."""
+    return f"No command in {replies} replies: the step passed without an action. Act with <answer>command</answer>."
+
+
+def inadmissible_text(command: str) -> str:
+    """What the agent hears for a command outside the admissible list: nothing happens, the step is spent."""
+    return f'Nothing happens: "{command}" is not an admissible command; write one exactly as listed.'
+
+
+def with_commands(text: str, admissible: Sequence[str], *, strict: bool = True) -> str:
+    """``text`` followed by the commands the game accepts now (nothing when there are none): "Admissible commands"
+    for a strict list, "Valid actions" for guidance (a suite whose game decides itself)."""
+    if not admissible:
+        return text
+    label = "Admissible commands" if strict else "Valid actions"
+    return f"{text}\n\n{label}: {', '.join(admissible)}"
+
+
 # --------------------------------------------------------------------------------------------- the suites
 
 
@@ -288,17 +315,14 @@ class GameEpisode(Episode):
             while steps < settings.max_env_steps and not (won or over):
                 command = yield from self._command(turn=steps)
                 steps += 1
-                header = f"[step {steps}/{settings.max_env_steps}]"
+                header = step_header(steps, settings.max_env_steps)
                 accepted = False
                 if command is None:
                     idle += 1
-                    said = (
-                        f"No command in {settings.max_replies_per_step} replies: the step passed without an action. "
-                        "Act with <answer>command</answer>."
-                    )
+                    said = no_command_text(settings.max_replies_per_step)
                 elif self.suite.strict_admissible and state.admissible and command not in state.admissible:
                     invalid += 1
-                    said = f'Nothing happens: "{command}" is not an admissible command; write one exactly as listed.'
+                    said = inadmissible_text(command)
                 else:
                     state = self._world(lambda command=command: world.step(command))  # type: ignore[union-attr]
                     won, over, said, accepted = state.won, state.over, state.observation, state.valid
@@ -376,10 +400,9 @@ class GameEpisode(Episode):
                 return
 
     def _with_commands(self, text: str, state: GameState) -> str:
-        if not self.settings.show_admissible or not state.admissible:
+        if not self.settings.show_admissible:
             return text
-        label = "Admissible commands" if self.suite.strict_admissible else "Valid actions"
-        return f"{text}\n\n{label}: {', '.join(state.admissible)}"
+        return with_commands(text, state.admissible, strict=self.suite.strict_admissible)
 
     def _world(self, call: Callable[[], Any]) -> Any:
         try:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import inspect
 import json
 from collections import Counter
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -45,6 +45,8 @@ __all__ = [
     "SummaryRequest",
     "ToolResult",
     "drive_step",
+    "feedback_violations",
+    "format_feedback",
     "message_origin",
 ]
 
@@ -460,9 +462,11 @@ class MemoryEnv:
                 results.append((yield from self._run(call)))
                 self.context.append("tool", results[-1].to_text(), stage=self.stage, kind="tool_result", name=call.name)
             done = parsed.answer is not None
-            feedback = [v for v in parsed.violations if v.kind not in _CALL_LEVEL]
+            feedback = feedback_violations(parsed)
             if feedback and not done:
-                self.context.append("tool", _format_feedback(feedback), stage=self.stage, kind="format_error")
+                self.context.append(
+                    "tool", format_feedback([v.detail for v in feedback]), stage=self.stage, kind="format_error"
+                )
         finally:
             self.context.end_step()
         tokens_after = self._measure()
@@ -628,8 +632,14 @@ def _agent_metadata(metadata: dict[str, Any] | None) -> dict[str, Any]:
     return {k: v for k, v in (metadata or {}).items() if k not in ENV_OWNED_KEYS}
 
 
-def _format_feedback(violations: list[Violation]) -> str:
-    problems = "; ".join(v.detail for v in violations)
-    return json.dumps(
-        {"tool": "format_check", "ok": False, "message": f"format error: {problems}. {FORMAT_HINT}"}, ensure_ascii=False
-    )
+def format_feedback(details: Sequence[str], note: str = "") -> str:
+    """The tool message that tells the agent its reply broke the response format (the environment's, and the
+    streaming agent's); ``note`` follows the hint (ReMem: the steps left)."""
+    message = f"format error: {'; '.join(details)}. {FORMAT_HINT}" + (f" {note}" if note else "")
+    return json.dumps({"tool": "format_check", "ok": False, "message": message}, ensure_ascii=False)
+
+
+def feedback_violations(parsed: ParsedResponse) -> list[Violation]:
+    """The reply's format violations the agent is told about; a bad tool call's own result already says what was
+    wrong with it."""
+    return [v for v in parsed.violations if v.kind not in _CALL_LEVEL]

@@ -20,9 +20,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agemem.core.env import FORMAT_HINT
+from agemem.core.env import feedback_violations, format_feedback
 from agemem.core.memory import DEFAULT_SCOPE
-from agemem.core.protocol import BAD_ARGUMENTS, UNKNOWN_TOOL, ParsedResponse, parse_response
+from agemem.core.protocol import ParsedResponse, parse_response
 from agemem.core.tools import MemoryEvent, Payload, ToolCall, execute
 from agemem.eval.stream.bank import BankMemory, MemoryBank, Record
 from agemem.eval.stream.base import Demonstration, MemoryTools
@@ -70,13 +70,6 @@ def memory_turn_message(execution: str, outcome: str | None = None) -> str:
         "execution. Remove records shown above that are wrong or misleading with Delete_memory (their memory_id). "
         "Then reply with <answer>OK</answer>."
     )
-
-
-def format_feedback(details: Sequence[str], note: str = "") -> str:
-    """The tool message that tells the agent its reply broke the response format (as the memory env does);
-    ``note`` follows the hint (ReMem: the steps left)."""
-    message = f"format error: {'; '.join(details)}. {FORMAT_HINT}" + (f" {note}" if note else "")
-    return json.dumps({"tool": "format_check", "ok": False, "message": message}, ensure_ascii=False)
 
 
 # --------------------------------------------------------------------------------------------- memory tools
@@ -139,9 +132,8 @@ class BankTools:
 
 
 def format_details(parsed: ParsedResponse) -> list[str]:
-    """The reply's format violations the agent is told about; a bad tool call's own result already says what was
-    wrong with it."""
-    return [v.detail for v in parsed.violations if v.kind not in (UNKNOWN_TOOL, BAD_ARGUMENTS)]
+    """The details of :func:`agemem.core.env.feedback_violations`: what the agent is told about its reply."""
+    return [v.detail for v in feedback_violations(parsed)]
 
 
 @dataclass

@@ -103,7 +103,13 @@ class AlfworldStreamTask:
         seed: int | None,
     ) -> Attempt:
         from agemem.tasks.alfworld import SUITE, AlfworldGame
-        from agemem.tasks.games import game_system_prompt, normalize_command
+        from agemem.tasks.games import (
+            game_system_prompt,
+            inadmissible_text,
+            no_command_text,
+            normalize_command,
+            step_header,
+        )
 
         settings = self.settings
         offered = tools.offered if tools is not None else ()
@@ -141,15 +147,15 @@ class AlfworldStreamTask:
                 command = normalize_command(parsed.answer) if parsed is not None and parsed.answer else None
                 steps += 1
                 if command is None:
-                    said = "No command: the step passed without an action. Act with <answer>command</answer>."
+                    said = no_command_text(settings.max_replies_per_step)
                 elif command not in state.admissible:
-                    said = f'Nothing happens: "{command}" is not an admissible command; write one exactly as listed.'
+                    said = inadmissible_text(command)
                 else:
                     state = opened.step(command)
                     won, said = state.won, state.observation
                 lines.append(f"> {command or '(no command)'}\n{said}")
                 if not won and steps < settings.max_env_steps:
-                    shown = f"[step {steps}/{settings.max_env_steps}] {said}"
+                    shown = f"{step_header(steps, settings.max_env_steps)} {said}"
                     messages.append({"role": "user", "content": self._shown(shown, state)})
         except Exception as err:  # a broken game ends this task, not the stream
             error = f"{item.id}: {type(err).__name__}: {err}"
@@ -183,9 +189,9 @@ class AlfworldStreamTask:
         return trajectory_execution(lines, won=False)
 
     def _shown(self, text: str, state: GameState) -> str:
-        if not self.settings.show_admissible:
-            return text
-        return f"{text}\n\nAdmissible commands: {', '.join(state.admissible)}"
+        from agemem.tasks.games import with_commands
+
+        return with_commands(text, state.admissible) if self.settings.show_admissible else text
 
 
 def alfworld_item(game: Game) -> StreamItem:

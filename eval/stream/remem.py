@@ -32,9 +32,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from agemem.core.env import format_feedback
 from agemem.core.protocol import NO_ACTION, ParsedResponse
 from agemem.core.tools import ToolCall
-from agemem.eval.stream.agent import BankTools, Dialogue, format_details, format_feedback
+from agemem.eval.stream.agent import BankTools, Dialogue, format_details
 from agemem.eval.stream.bank import MemoryBank, Record
 from agemem.eval.stream.config import StreamConfig
 
