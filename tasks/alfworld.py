@@ -40,6 +40,7 @@ from agemem.core.configlib import ConfigError
 from agemem.tasks.base import Evaluation, Option
 from agemem.tasks.config import AlfworldConfig, GameConfig
 from agemem.tasks.games import register_suite
+from agemem.tasks.stream import StreamItem, StreamSpec, game_execution
 from agemem.tasks.textgame import GameRef, GameState, GameSuite, round_robin
 
 TASK_TYPES: tuple[str, ...] = (
@@ -276,6 +277,68 @@ def expert_plan(game: Game) -> list[str]:
         return world.walkthrough
 
 
+TASK_SENTENCES = {
+    "pick_and_place_simple": "put a {object} in {receptacle}",
+    "look_at_obj_in_light": "look at {object} under the {lamp}",
+    "pick_clean_then_place_in_recep": "put a clean {object} in {receptacle}",
+    "pick_heat_then_place_in_recep": "put a hot {object} in {receptacle}",
+    "pick_cool_then_place_in_recep": "put a cool {object} in {receptacle}",
+    "pick_two_obj_and_place": "put two {object} in {receptacle}",
+}
+"""ALFWorld's task sentences per task type (its text grammar's first wording)."""
+
+
+def task_parameters(game: Game) -> dict[str, str]:
+    """The ALFRED parameters of a game (``traj_data.json`` next to its ``game.tw-pddl``), lower case."""
+    path = game.path.parent / "traj_data.json"
+    try:
+        params = json.loads(path.read_text(encoding="utf-8"))["pddl_params"]
+    except (OSError, ValueError, KeyError) as err:
+        raise ConfigError(f"{path} is not an ALFRED trajectory file with pddl_params ({err})") from err
+    return {
+        "object": str(params.get("object_target") or "").lower(),
+        "receptacle": str(params.get("parent_target") or "").lower(),
+        "lamp": str(params.get("toggle_target") or "desklamp").lower(),
+    }
+
+
+def task_sentence(game: Game) -> str:
+    """The task in ALFWorld's words, from the game's parameters (see the module docstring)."""
+    return TASK_SENTENCES[game.task_type].format(**task_parameters(game))
+
+
+def task_key(game: Game) -> str:
+    """``<task type>|<object>|<receptacle>``: games with the same key are the same task."""
+    params = task_parameters(game)
+    target = params["lamp"] if game.task_type == "look_at_obj_in_light" else params["receptacle"]
+    return f"{game.task_type}|{params['object']}|{target}"
+
+
+def alfworld_item(game: Game) -> StreamItem:
+    def plan() -> str:
+        return game_execution([f"> {command}" for command in expert_plan(game)], won=True)
+
+    params = task_parameters(game)
+    query = task_sentence(game)
+    return StreamItem(
+        id=game.id,
+        query=query,
+        prompt=query,
+        task_key=task_key(game),
+        payload=game,
+        metadata={"task_type": game.task_type, **params},
+        ground_truth_fn=plan,
+    )
+
+
+def stream_items(config: Any) -> list[StreamItem]:
+    """`agemem eval stream --task alfworld`: the solvable games of ``alfworld.split`` (``alfworld.task_types`` and
+    ``alfworld.limit`` apply first)."""
+    from agemem.tasks.games import load_games
+
+    return [alfworld_item(game) for game in load_games(config, SUITE)]  # type: ignore[arg-type]
+
+
 BENCHMARK = "alfworld"
 
 
@@ -330,6 +393,7 @@ SUITE = GameSuite(
             Option("--split", "alfworld.split", "games to play (alfworld.split)", ("valid_seen", "valid_unseen")),
         ),
     ),
+    stream=StreamSpec("game", stream_items),
 )
 """ALFWorld's games in TextWorld's engine: SR per task type (pick, look, clean, heat, cool, pick2)."""
 

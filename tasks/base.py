@@ -10,7 +10,8 @@ A spec says
   the rollout driver calls with the shared :class:`~agemem.rollouts.episode.EpisodeSetup`);
 * whether Stage 2 draws distractors (``uses_distractors``), and how a finished trajectory is scored
   (:meth:`TaskSpec.scorer`);
-* how ``agemem eval <name>`` offers it (``evaluation``: an :class:`Evaluation`, or None for a training-only task).
+* how ``agemem eval <name>`` offers it (``evaluation``: an :class:`Evaluation`, or None for a training-only task),
+  and how ``agemem eval stream --task <name>`` streams it (``stream``: a :class:`agemem.tasks.stream.StreamSpec`).
 
 A new environment is one module with one ``register_task(...)`` (or ``register_suite(...)``) call, imported by
 ``agemem.tasks`` (or by its user): the training task, ``data.source=<name>`` and the ``agemem eval`` command all
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from agemem.rollouts.episode import Stages
     from agemem.rollouts.records import Task
     from agemem.tasks.config import TaskRunConfig
+    from agemem.tasks.stream import StreamSpec
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,8 @@ class TaskSpec(Protocol):
     """Stage 2 shows distractors made by ``distractors.*`` (False: an empty Stage 2)."""
     evaluation: Evaluation | None
     """``agemem eval <name>``'s help and flags; None: a training task only."""
+    stream: StreamSpec | None
+    """the items ``agemem eval stream --task <name>`` streams; None: it does not stream."""
 
     def accepts(self, source: str) -> bool:
         """Whether ``data.source`` (other than a registered name) means this task, e.g. a HotpotQA file."""
@@ -120,6 +124,23 @@ def evaluations() -> dict[str, Evaluation]:
     """Every registered task that ``agemem eval`` offers, by name (sorted): the built-in evaluation commands."""
     found = {name: getattr(_REGISTRY[name], "evaluation", None) for name in task_names()}
     return {name: evaluation for name, evaluation in found.items() if evaluation is not None}
+
+
+def streams() -> dict[str, StreamSpec]:
+    """Every registered task that ``agemem eval stream --task`` can stream, by name (sorted)."""
+    found = {name: getattr(_REGISTRY[name], "stream", None) for name in task_names()}
+    return {name: spec for name, spec in found.items() if spec is not None}
+
+
+def stream_of(name: str) -> StreamSpec:
+    """The stream of task ``name``; an error names the tasks that stream."""
+    found = streams()
+    if name not in found:
+        raise ConfigError(
+            f"stream.task={name!r} is no stream; choose one of {', '.join(map(repr, found))}, or register a task "
+            "with a stream (agemem.tasks.stream.StreamSpec)"
+        )
+    return found[name]
 
 
 def get_task(name: str) -> TaskSpec:

@@ -39,6 +39,7 @@ from agemem.tasks.textgame import GameRef, GameState, GameSuite, TextGame
 if TYPE_CHECKING:
     from agemem.core.config import RolloutConfig
     from agemem.core.encoders import Encoder
+    from agemem.tasks.stream import StreamSpec
 
 
 # --------------------------------------------------------------------------------------------- what a game says
@@ -519,6 +520,10 @@ class GameTask:
     @property
     def evaluation(self) -> Evaluation | None:
         return self.suite.evaluation
+
+    @property
+    def stream(self) -> StreamSpec | None:
+        return self.suite.stream
 
     def accepts(self, source: str) -> bool:
         return False

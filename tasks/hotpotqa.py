@@ -35,9 +35,11 @@ from typing import TYPE_CHECKING, Any
 
 from agemem.core.configlib import ConfigError
 from agemem.core.resources import resolve
+from agemem.core.text import normalize_answer
 from agemem.rollouts.records import Paragraph, SupportingFact, Task
-from agemem.tasks.base import Evaluation, Option, register_task
+from agemem.tasks.base import Evaluation, Option, load_tasks, register_task
 from agemem.tasks.qa import QATask
+from agemem.tasks.stream import StreamItem, StreamSpec, qa_execution
 
 if TYPE_CHECKING:
     from agemem.tasks.config import TaskRunConfig
@@ -268,6 +270,30 @@ def load_hotpotqa_tasks(config: TaskRunConfig) -> list[Task]:
     return load_hotpotqa(source, split=data.split, hub_config=data.hub_config)
 
 
+def hotpotqa_item(task: Task, show_context: bool) -> StreamItem:
+    """One HotpotQA question as a stream item: the question (with its paragraphs when ``show_context``: the
+    distractor setting) and, as ground truth, the supporting facts and the gold answer."""
+    prompt = f"Question: {task.question}"
+    if show_context:
+        paragraphs = "\n".join(f"- {p.title}: {p.text}" for p in task.contexts if p.text)
+        prompt += f"\n\nParagraphs:\n{paragraphs}\n\nAnswer the question from the paragraphs."
+    facts = " ".join(f.text for f in task.supporting_facts if f.text)
+    return StreamItem(
+        id=task.id,
+        query=task.question,
+        prompt=prompt,
+        answer=task.answer,
+        task_key=normalize_answer(task.question),
+        ground_truth=qa_execution(facts, task.answer),
+        metadata={"type": task.metadata.get("type"), "level": task.metadata.get("level")},
+    )
+
+
+def stream_items(config: Any) -> list[StreamItem]:
+    """`agemem eval stream --task hotpotqa`: the questions of ``data.source`` (``data.limit`` applies first)."""
+    return [hotpotqa_item(task, config.stream.show_context) for task in load_tasks(config)]
+
+
 EVALUATION = Evaluation(
     "HotpotQA as three-stage memory episodes: J, EM, F1, MQ, TN, TC (table, JSON, plot)",
     "data.limit",
@@ -276,4 +302,12 @@ EVALUATION = Evaluation(
 )
 """`agemem eval hotpotqa`."""
 
-HOTPOTQA = register_task(QATask("hotpotqa", load_hotpotqa_tasks, is_hotpotqa_source, evaluation=EVALUATION))
+HOTPOTQA = register_task(
+    QATask(
+        "hotpotqa",
+        load_hotpotqa_tasks,
+        is_hotpotqa_source,
+        evaluation=EVALUATION,
+        stream=StreamSpec("qa", stream_items),
+    )
+)

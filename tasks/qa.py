@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from agemem.rollouts.records import Task
     from agemem.tasks.base import Evaluation
     from agemem.tasks.config import TaskRunConfig
+    from agemem.tasks.stream import StreamSpec
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,8 @@ class QATask:
     uses_distractors: bool = True
     evaluation: Evaluation | None = None
     """how ``agemem eval <name>`` offers the task (:class:`agemem.tasks.base.Evaluation`); None: training only."""
+    stream: StreamSpec | None = None
+    """how ``agemem eval stream --task <name>`` streams it (:class:`agemem.tasks.stream.StreamSpec`); None: none."""
 
     def accepts(self, source: str) -> bool:
         return self.claims(source)

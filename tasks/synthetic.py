@@ -29,12 +29,13 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from agemem.core.configlib import ConfigError
 from agemem.rollouts.records import Paragraph, SupportingFact, Task
 from agemem.tasks.base import Evaluation, register_task
 from agemem.tasks.qa import QATask
+from agemem.tasks.stream import StreamItem, StreamSpec, qa_execution
 
 if TYPE_CHECKING:
     from agemem.tasks.config import TaskRunConfig
@@ -448,6 +449,79 @@ def load_synthetic_tasks(config: TaskRunConfig) -> list[Task]:
     )
 
 
+SYNTHETIC_PARAPHRASES = (
+    "{q}",
+    "Quick question: {q}",
+    "Remind me, {q}",
+    "Do you happen to know this? {q}",
+    "I forgot something. {q}",
+    "Tell me please: {q}",
+)
+"""the wordings a synthetic stream asks a question in (its families recur in paraphrase)."""
+
+
+def synthetic_items(total: int, families: int, seed: int, show_context: bool) -> list[StreamItem]:
+    """``total`` items over ``families`` questions: item i asks family ``i mod families`` in one of
+    :data:`SYNTHETIC_PARAPHRASES` (drawn from a stream seeded by ``seed`` and i), so each question recurs in a
+    few wordings.
+
+    Each family is a task of :func:`generate_synthetic_tasks` (seed ``seed``); the first
+    eight families ask eight different attributes (city, job, pet, ...), so their questions differ in wording and
+    not only in the person's name. The prompt carries the task's facts when ``show_context``.
+    """
+    pool = generate_synthetic_tasks(max(4 * families, 32), seed=seed)
+    by_attribute: dict[str, list[Task]] = {}
+    for task in pool:
+        by_attribute.setdefault(task.metadata["attribute"], []).append(task)
+    chosen: list[Task] = []
+    round_index = 0
+    while len(chosen) < families:  # one task per attribute, then a second round, ...
+        added = False
+        for tasks in by_attribute.values():
+            if round_index < len(tasks) and len(chosen) < families:
+                chosen.append(tasks[round_index])
+                added = True
+        if not added:
+            raise ConfigError(f"stream.synthetic_families={families} is more than the generator can draw; lower it")
+        round_index += 1
+    items = []
+    for i in range(total):
+        family = i % families
+        task = chosen[family]
+        rng = random.Random(f"stream-synthetic/{seed}/{i}")
+        query = rng.choice(SYNTHETIC_PARAPHRASES).format(q=task.question)
+        prompt = f"Question: {query}"
+        if show_context:
+            facts = "\n".join(f"- {p.text}" for p in task.contexts)
+            prompt += f"\n\nFacts:\n{facts}"
+        attribute = BY_NAME[task.metadata["attribute"]]
+        items.append(
+            StreamItem(
+                id=f"synthetic-stream-{seed}-{i}",
+                query=query,
+                prompt=prompt,
+                answer=task.answer,
+                task_key=f"family-{family}",
+                ground_truth=qa_execution(task.supporting_facts[0].text, task.answer),
+                metadata={
+                    "family": family,
+                    "attribute": attribute.name,
+                    "alternatives": [v for v in attribute.values if v != task.answer],
+                },
+            )
+        )
+    return items
+
+
+def stream_items(config: Any) -> list[StreamItem]:
+    """`agemem eval stream --task synthetic`: ``stream.synthetic_tasks`` items over ``stream.synthetic_families``
+    questions of generator seed ``data.synthetic.seed``."""
+    stream = config.stream
+    return synthetic_items(
+        stream.synthetic_tasks, stream.synthetic_families, config.data.synthetic.seed, stream.show_context
+    )
+
+
 EVALUATION = Evaluation(
     "synthetic recall tasks (data.synthetic.*) as three-stage memory episodes: J, EM, F1, MQ, TN, TC",
     "data.limit",
@@ -455,4 +529,6 @@ EVALUATION = Evaluation(
 )
 """`agemem eval synthetic`: the generated tasks of ``data.synthetic`` (seed, size, revisions), scored as HotpotQA."""
 
-SYNTHETIC = register_task(QATask("synthetic", load_synthetic_tasks, evaluation=EVALUATION))
+SYNTHETIC = register_task(
+    QATask("synthetic", load_synthetic_tasks, evaluation=EVALUATION, stream=StreamSpec("qa", stream_items))
+)

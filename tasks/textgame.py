@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 if TYPE_CHECKING:
     from agemem.tasks.base import Evaluation
     from agemem.tasks.config import GameConfig
+    from agemem.tasks.stream import StreamSpec
 
 
 @dataclass
@@ -128,6 +129,8 @@ class GameSuite:
     """what identifies the split in a run's identity (a resume with another split is refused)."""
     evaluation: Evaluation | None = None
     """how ``agemem eval <name>`` offers the suite (its help, ``--limit`` key and flags); None: training only."""
+    stream: StreamSpec | None = None
+    """how ``agemem eval stream --task <name>`` streams its games; None: it does not."""
     expert: Callable[[GameRef, GameConfig], list[str]] | None = None
     """a solution from the start state (the gold path, a planner's plan, the bot's actions): the commands that win
     the game when sent in order. Scripted agents and tests play it."""

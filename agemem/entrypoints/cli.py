@@ -16,6 +16,7 @@ from agemem.entrypoints.quiet import quiet_third_party
 from agemem.entrypoints.roots import COMMAND_ROOTS, load_command_config, load_eval_config, load_resume_config
 from agemem.eval.benchmarks import command_evaluations, limit_key
 from agemem.eval.memory_systems import eval_variants
+from agemem.tasks import streams
 
 
 def _add_config_arguments(parser: argparse.ArgumentParser) -> None:
@@ -415,7 +416,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="a long stream of tasks with an experience memory: memory addition, deletion and bounded retention",
     )
     _add_config_arguments(stream)
-    stream.add_argument("--task", choices=["hotpotqa", "alfworld", "synthetic"], help="the stream (stream.task)")
+    stream.add_argument("--task", choices=sorted(streams()), help="the stream (stream.task)")
     stream.add_argument("--model", action="append", metavar="M", help="the model, in any --model form of eval hotpotqa")
     stream.add_argument("--data", metavar="PATH", help="HotpotQA JSON file, datasets directory or hub id (data.source)")
     stream.add_argument("--data-dir", metavar="DIR", help="ALFWorld games folder (alfworld.data_dir)")

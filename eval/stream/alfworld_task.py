@@ -21,65 +21,23 @@ call Add_memory / Delete_memory between commands and in a memory turn after the 
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from agemem.core.configlib import ConfigError
 from agemem.core.prompts import system_prompt, template_tools
 from agemem.eval.stream.agent import Dialogue, memory_turn_message, task_message
-from agemem.eval.stream.base import Attempt, Demonstration, StreamItem
+from agemem.eval.stream.base import Attempt, Demonstration
 from agemem.eval.stream.config import StreamRunConfig
 from agemem.eval.stream.remem import GAME_ACT, GAME_ACT_EFFECT, ReMemDialogue, ReMemSession, remem_system_prompt
 from agemem.tasks.config import AlfworldConfig
+from agemem.tasks.stream import StreamItem, game_execution
 
 if TYPE_CHECKING:
     from agemem.eval.stream.base import MemoryTools
     from agemem.rollouts.engines.chat import ChatModel
     from agemem.tasks.alfworld import AlfworldGame, Game, GameState
-
-TASK_SENTENCES = {
-    "pick_and_place_simple": "put a {object} in {receptacle}",
-    "look_at_obj_in_light": "look at {object} under the {lamp}",
-    "pick_clean_then_place_in_recep": "put a clean {object} in {receptacle}",
-    "pick_heat_then_place_in_recep": "put a hot {object} in {receptacle}",
-    "pick_cool_then_place_in_recep": "put a cool {object} in {receptacle}",
-    "pick_two_obj_and_place": "put two {object} in {receptacle}",
-}
-"""ALFWorld's task sentences per task type (its text grammar's first wording)."""
-
-
-def task_parameters(game: Game) -> dict[str, str]:
-    """The ALFRED parameters of a game (``traj_data.json`` next to its ``game.tw-pddl``), lower case."""
-    path = game.path.parent / "traj_data.json"
-    try:
-        params = json.loads(path.read_text(encoding="utf-8"))["pddl_params"]
-    except (OSError, ValueError, KeyError) as err:
-        raise ConfigError(f"{path} is not an ALFRED trajectory file with pddl_params ({err})") from err
-    return {
-        "object": str(params.get("object_target") or "").lower(),
-        "receptacle": str(params.get("parent_target") or "").lower(),
-        "lamp": str(params.get("toggle_target") or "desklamp").lower(),
-    }
-
-
-def task_sentence(game: Game) -> str:
-    """The task in ALFWorld's words, from the game's parameters (see the module docstring)."""
-    return TASK_SENTENCES[game.task_type].format(**task_parameters(game))
-
-
-def task_key(game: Game) -> str:
-    """``<task type>|<object>|<receptacle>``: games with the same key are the same task."""
-    params = task_parameters(game)
-    target = params["lamp"] if game.task_type == "look_at_obj_in_light" else params["receptacle"]
-    return f"{game.task_type}|{params['object']}|{target}"
-
-
-def trajectory_execution(lines: Sequence[str], won: bool) -> str:
-    """The execution of a game: its ``> command`` / reply lines and the outcome."""
-    return "\n".join([*lines, f"Outcome: {'done' if won else 'not done'}"])
 
 
 @dataclass
@@ -161,7 +119,7 @@ class AlfworldStreamTask:
             error = f"{item.id}: {type(err).__name__}: {err}"
         finally:
             opened.close()
-        execution = trajectory_execution(lines, won)
+        execution = game_execution(lines, won)
         if tools is not None and remem is None and dialogue.error is None and error is None:
             outcome = "The task was completed." if won else "The task was not completed."
             messages.append({"role": "user", "content": memory_turn_message(execution, outcome)})
@@ -186,7 +144,7 @@ class AlfworldStreamTask:
         for _ in range(rng.randint(2, 4)):
             place = f"{rng.choice(places)} {rng.randint(1, 4)}"
             lines.append(f"> go to {place}\nYou arrive at {place}. You see nothing useful.")
-        return trajectory_execution(lines, won=False)
+        return game_execution(lines, won=False)
 
     def _shown(self, text: str, state: GameState) -> str:
         from agemem.tasks.games import with_commands
@@ -194,30 +152,10 @@ class AlfworldStreamTask:
         return with_commands(text, state.admissible) if self.settings.show_admissible else text
 
 
-def alfworld_item(game: Game) -> StreamItem:
-    from agemem.tasks.alfworld import expert_plan
+def game_stream(config: StreamRunConfig, name: str, items: list[StreamItem]) -> AlfworldStreamTask:
+    """The game stream ``name`` over ``items`` (each a game of the suite in its ``payload``)."""
+    from agemem.tasks.games import game_settings, get_suite
 
-    def plan() -> str:
-        return trajectory_execution([f"> {command}" for command in expert_plan(game)], won=True)
-
-    params = task_parameters(game)
-    query = task_sentence(game)
-    return StreamItem(
-        id=game.id,
-        query=query,
-        prompt=query,
-        task_key=task_key(game),
-        payload=game,
-        metadata={"task_type": game.task_type, **params},
-        ground_truth_fn=plan,
-    )
-
-
-def alfworld_stream(config: StreamRunConfig) -> AlfworldStreamTask:
-    """The solvable games of ``alfworld.split`` (``alfworld.task_types`` and ``alfworld.limit`` apply first, then
-    ``stream.limit``)."""
-    from agemem.tasks.alfworld import SUITE
-    from agemem.tasks.games import load_games
-
-    games = load_games(config, SUITE)
-    return AlfworldStreamTask([alfworld_item(g) for g in games], config.alfworld, config.env.tool_format)
+    settings = game_settings(config, get_suite(name))
+    assert isinstance(settings, AlfworldConfig), "only ALFWorld streams as a game so far"
+    return AlfworldStreamTask(items, settings, config.env.tool_format, name=name)

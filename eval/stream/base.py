@@ -10,43 +10,15 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
+
+from agemem.tasks.stream import StreamItem
 
 if TYPE_CHECKING:
     from agemem.core.tools import ToolCall
     from agemem.rollouts.engines.chat import ChatModel
-
-
-@dataclass
-class StreamItem:
-    id: str
-    query: str
-    """what a record stores and retrieval compares: the question, or the ALFWorld task text."""
-    prompt: str
-    """what the agent is shown for the task besides the demonstrations (the query with its context)."""
-    answer: str | None = None
-    """the gold answer of a QA task."""
-    task_key: str | None = None
-    """normalised task key: items of the same task share it (a retrieved record is relevant for Precision@k
-    when it succeeded and its key matches)."""
-    ground_truth: str | None = None
-    """a correct execution of the task, where the task has one and it is cheap (QA: the supporting facts and the
-    gold answer); see :func:`ground_truth_of`."""
-    payload: Any = None
-    """what the adapter needs to play it (an ALFWorld game file, ...)."""
-    metadata: dict[str, Any] = field(default_factory=dict)
-    ground_truth_fn: Callable[[], str | None] | None = field(default=None, repr=False, compare=False)
-    """computes the ground truth when it is costly (ALFWorld: the planner's solution); called once, when needed."""
-
-
-def ground_truth_of(item: StreamItem) -> str | None:
-    """The item's ground-truth execution, computed by ``ground_truth_fn`` on first use (then kept)."""
-    if item.ground_truth is None and item.ground_truth_fn is not None:
-        item.ground_truth = item.ground_truth_fn()
-        item.ground_truth_fn = None
-    return item.ground_truth
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,8 @@ from typing import Literal
 
 from agemem.core.configlib import ConfigError
 from agemem.eval.config import EvalRunConfig
+from agemem.tasks import streams
 
-StreamTaskName = Literal["hotpotqa", "alfworld", "synthetic"]
 StreamAddition = Literal["fixed", "add_all", "coarse", "strict", "policy"]
 StreamDeletion = Literal["none", "periodic", "history", "combined"]
 StreamRetention = Literal["none", "utility", "fifo", "lru", "lfu", "random", "ebbinghaus", "linear"]
@@ -35,9 +35,10 @@ class StreamConfig:
     """`agemem eval stream`: one policy over a long stream of tasks with an experience memory, after Xiong et al.
     (memory addition and deletion) and TraceRetain (bounded retention)."""
 
-    task: StreamTaskName = "hotpotqa"
+    task: str = "hotpotqa"
     """the stream: hotpotqa (the questions of data.source), alfworld (ALFWorld games), synthetic (seeded fact
-    questions asked again and again in paraphrase, in families; for tests and quick runs)."""
+    questions asked again and again in paraphrase, in families; for tests and quick runs), or any registered
+    environment with a stream (agemem.tasks.streams())."""
     addition: StreamAddition = "add_all"
     """fixed: the initial bank only; add_all: every execution; coarse: executions the coarse judge passes (no gold
     answer); strict: executions that are correct against the ground truth; policy: the agent decides with
@@ -148,6 +149,11 @@ class StreamConfig:
     """write the PNG plots (cumulative success, input vs output similarity, bank size)."""
 
     def validate(self) -> None:
+        if self.task not in streams():  # a task that does not stream is an error naming those that do
+            raise ConfigError(
+                f"task={self.task!r} is no stream; choose one of {', '.join(map(repr, streams()))}, or register an "
+                "environment with a stream (agemem.tasks.stream.StreamSpec)"
+            )
         positive = ("capacity", "top_k", "shift_clusters", "window", "periodic_every", "history_min_retrievals")
         positive += ("cem_iterations", "cem_population", "precision_k", "max_steps", "synthetic_tasks")
         positive += ("synthetic_families", "remem_refine_top_k", "remem_max_steps")

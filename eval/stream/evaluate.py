@@ -27,13 +27,14 @@ from agemem.core.encoders import build_encoder
 from agemem.eval.report import Column, console_table, counted, markdown_table, write_json, write_text
 from agemem.eval.stream.addition import CoarseJudge, coarse_judge_for, evaluator_name, uses_coarse
 from agemem.eval.stream.analysis import summarize
-from agemem.eval.stream.base import ModelSolver, Solver, StreamItem, StreamTask
+from agemem.eval.stream.base import ModelSolver, Solver, StreamTask
 from agemem.eval.stream.config import StreamRunConfig
 from agemem.eval.stream.plots import stream_plot
 from agemem.eval.stream.retention import HAND_WEIGHTS, cem_search
 from agemem.eval.stream.runner import run_stream
 from agemem.eval.stream.tasks import build_task
 from agemem.rollouts.build import sampling_params
+from agemem.tasks.stream import StreamItem
 
 if TYPE_CHECKING:
     from rich.table import Table

@@ -18,7 +18,7 @@ import numpy as np
 
 from agemem.core.configlib import ConfigError
 from agemem.eval.stream.bank import MemoryBank, Record, Retrieved
-from agemem.eval.stream.base import StreamItem, ground_truth_of
+from agemem.tasks.stream import StreamItem, ground_truth_of
 
 
 class Retrieval(Protocol):

@@ -37,7 +37,7 @@ from agemem.eval.report import check_identity, drop_torn_tail
 from agemem.eval.stream.addition import Outcome, build_addition, evaluator_name, uses_coarse, utility
 from agemem.eval.stream.agent import BankTools
 from agemem.eval.stream.bank import INITIAL_STEP, MemoryBank, Record, Retrieved
-from agemem.eval.stream.base import Demonstration, Solver, StreamItem, StreamTask, ground_truth_of
+from agemem.eval.stream.base import Demonstration, Solver, StreamTask
 from agemem.eval.stream.config import REMEM_SETTINGS, StreamRunConfig
 from agemem.eval.stream.deletion import build_deletion
 from agemem.eval.stream.order import apply_order, build_ordering
@@ -45,6 +45,7 @@ from agemem.eval.stream.remem import ReMemBudget, ReMemSession
 from agemem.eval.stream.retention import build_retention, evict
 from agemem.eval.stream.retrieval import NoRetrieval, RecentRetrieval, ReplayRetrieval, Retrieval, SimilarRetrieval
 from agemem.rollouts.engines.base import derive_seed
+from agemem.tasks.stream import StreamItem, ground_truth_of
 
 if TYPE_CHECKING:
     from agemem.core.encoders import Encoder

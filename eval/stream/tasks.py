@@ -27,7 +27,7 @@ from agemem.core.configlib import ConfigError
 from agemem.core.prompts import system_prompt, template_tools
 from agemem.core.text import normalize_answer
 from agemem.eval.stream.agent import Dialogue, memory_turn_message, task_message
-from agemem.eval.stream.base import Attempt, Demonstration, StreamItem, StreamTask
+from agemem.eval.stream.base import Attempt, Demonstration, StreamTask
 from agemem.eval.stream.config import StreamRunConfig
 from agemem.eval.stream.remem import (
     QA_ACT,
@@ -38,27 +38,13 @@ from agemem.eval.stream.remem import (
     remem_system_prompt,
 )
 from agemem.rewards.judges import exact_match, f1_score
+from agemem.tasks.stream import StreamItem, qa_execution
 
 if TYPE_CHECKING:
     from agemem.eval.stream.base import MemoryTools
     from agemem.rollouts.engines.chat import ChatModel
-    from agemem.rollouts.records import Task
 
 _ANSWER_LINE = re.compile(r"(?im)^\s*answer\s*:\s*(.*)$")
-SYNTHETIC_PARAPHRASES = (
-    "{q}",
-    "Quick question: {q}",
-    "Remind me, {q}",
-    "Do you happen to know this? {q}",
-    "I forgot something. {q}",
-    "Tell me please: {q}",
-)
-
-
-def qa_execution(thought: str | None, answer: str) -> str:
-    """``Reasoning: <thought>`` (when there is one) and ``Answer: <answer>``, one per line."""
-    reasoning = " ".join((thought or "").split())
-    return f"Reasoning: {reasoning}\nAnswer: {answer}" if reasoning else f"Answer: {answer}"
 
 
 def answer_of(execution: str) -> str | None:
@@ -169,104 +155,6 @@ class QAStreamTask:
         return qa_execution("A guess from a similar case.", wrong)
 
 
-# --------------------------------------------------------------------------------------------- HotpotQA
-
-
-def hotpotqa_item(task: Task, show_context: bool) -> StreamItem:
-    """One HotpotQA question as a stream item (see the module docstring)."""
-    prompt = f"Question: {task.question}"
-    if show_context:
-        paragraphs = "\n".join(f"- {p.title}: {p.text}" for p in task.contexts if p.text)
-        prompt += f"\n\nParagraphs:\n{paragraphs}\n\nAnswer the question from the paragraphs."
-    facts = " ".join(f.text for f in task.supporting_facts if f.text)
-    return StreamItem(
-        id=task.id,
-        query=task.question,
-        prompt=prompt,
-        answer=task.answer,
-        task_key=normalize_answer(task.question),
-        ground_truth=qa_execution(facts, task.answer),
-        metadata={"type": task.metadata.get("type"), "level": task.metadata.get("level")},
-    )
-
-
-def hotpotqa_stream(config: StreamRunConfig) -> QAStreamTask:
-    """HotpotQA questions of ``data.source`` (``data.limit`` applies first)."""
-    from agemem.tasks import load_tasks
-
-    tasks = load_tasks(config)
-    if not tasks:
-        raise ConfigError(f"data.source={config.data.source!r} gave no questions")
-    items = [hotpotqa_item(t, config.stream.show_context) for t in tasks]
-    return _qa(config, "hotpotqa", items, [t.answer for t in tasks])
-
-
-# --------------------------------------------------------------------------------------------- synthetic
-
-
-def synthetic_items(total: int, families: int, seed: int, show_context: bool) -> list[StreamItem]:
-    """``total`` items over ``families`` questions: item i asks family ``i mod families`` in one of
-    :data:`SYNTHETIC_PARAPHRASES` (drawn from a stream seeded by ``seed`` and i), so each question recurs in a
-    few wordings.
-
-    Each family is a task of :func:`agemem.tasks.synthetic.generate_synthetic_tasks` (seed ``seed``); the first
-    eight families ask eight different attributes (city, job, pet, ...), so their questions differ in wording and
-    not only in the person's name. The prompt carries the task's facts when ``show_context``.
-    """
-    from agemem.tasks.synthetic import BY_NAME, generate_synthetic_tasks
-
-    pool = generate_synthetic_tasks(max(4 * families, 32), seed=seed)
-    by_attribute: dict[str, list[Task]] = {}
-    for task in pool:
-        by_attribute.setdefault(task.metadata["attribute"], []).append(task)
-    chosen: list[Task] = []
-    round_index = 0
-    while len(chosen) < families:  # one task per attribute, then a second round, ...
-        added = False
-        for tasks in by_attribute.values():
-            if round_index < len(tasks) and len(chosen) < families:
-                chosen.append(tasks[round_index])
-                added = True
-        if not added:
-            raise ConfigError(f"stream.synthetic_families={families} is more than the generator can draw; lower it")
-        round_index += 1
-    items = []
-    for i in range(total):
-        family = i % families
-        task = chosen[family]
-        rng = random.Random(f"stream-synthetic/{seed}/{i}")
-        query = rng.choice(SYNTHETIC_PARAPHRASES).format(q=task.question)
-        prompt = f"Question: {query}"
-        if show_context:
-            facts = "\n".join(f"- {p.text}" for p in task.contexts)
-            prompt += f"\n\nFacts:\n{facts}"
-        attribute = BY_NAME[task.metadata["attribute"]]
-        items.append(
-            StreamItem(
-                id=f"synthetic-stream-{seed}-{i}",
-                query=query,
-                prompt=prompt,
-                answer=task.answer,
-                task_key=f"family-{family}",
-                ground_truth=qa_execution(task.supporting_facts[0].text, task.answer),
-                metadata={
-                    "family": family,
-                    "attribute": attribute.name,
-                    "alternatives": [v for v in attribute.values if v != task.answer],
-                },
-            )
-        )
-    return items
-
-
-def synthetic_stream(config: StreamRunConfig) -> QAStreamTask:
-    stream = config.stream
-    items = synthetic_items(
-        stream.synthetic_tasks, stream.synthetic_families, config.data.synthetic.seed, stream.show_context
-    )
-    return _qa(config, "synthetic", items, sorted({i.answer or "" for i in items}))
-
-
 def _qa(config: StreamRunConfig, name: str, items: list[StreamItem], answers: list[str]) -> QAStreamTask:
     stream = config.stream
     return QAStreamTask(
@@ -285,11 +173,17 @@ def _qa(config: StreamRunConfig, name: str, items: list[StreamItem], answers: li
 
 
 def build_task(config: StreamRunConfig) -> StreamTask:
-    """The adapter named by ``stream.task``."""
-    if config.stream.task == "hotpotqa":
-        return hotpotqa_stream(config)
-    if config.stream.task == "synthetic":
-        return synthetic_stream(config)
-    from agemem.eval.stream.alfworld_task import alfworld_stream
+    """The stream ``stream.task`` names: the items its environment registers (:class:`agemem.tasks.stream.StreamSpec`),
+    played as questions or as games."""
+    from agemem.tasks import stream_of
 
-    return alfworld_stream(config)
+    name = config.stream.task
+    spec = stream_of(name)
+    items = spec.items(config)
+    if not items:
+        raise ConfigError(f"stream.task={name!r} gave no items; check its data settings (data.source, {name}.split)")
+    if spec.kind == "qa":
+        return _qa(config, name, items, [item.answer or "" for item in items])
+    from agemem.eval.stream.alfworld_task import game_stream
+
+    return game_stream(config, name, items)

@@ -14,6 +14,7 @@ from agemem.eval.models import Backend
 from agemem.eval.qa import evaluate_qa, with_source
 from agemem.tasks import Evaluation, Option, get_task, load_tasks, register_task, unregister_task
 from agemem.tasks.qa import QATask
+from agemem.tasks.stream import StreamItem, StreamSpec
 from agemem.tasks.synthetic import generate_synthetic_tasks
 from tests.conftest import WordSetEncoder
 from tests.eval.agents import HotpotAgent, MessagesEngine
@@ -26,6 +27,15 @@ def _trivia(config) -> list:
     return generate_synthetic_tasks(4, seed=int(config.data.split) if config.data.split.isdigit() else 11)
 
 
+def _trivia_stream(config) -> list:
+    # the same questions as a stream, each asked twice
+    return [
+        StreamItem(f"{task.id}-{n}", task.question, f"Question: {task.question}", task.answer, task.question)
+        for task in _trivia(config)
+        for n in range(2)
+    ]
+
+
 TRIVIA = QATask(
     "trivia",
     _trivia,
@@ -35,6 +45,7 @@ TRIVIA = QATask(
         (Option("--seed", "data.split", "the generator seed (data.split)", metavar="N"),),
         title="Trivia",
     ),
+    stream=StreamSpec("qa", _trivia_stream),
 )
 
 
@@ -86,3 +97,20 @@ def test_another_environments_source_is_refused_with_the_command_to_run():
     assert with_source(file_source, get_task("hotpotqa")) is file_source  # a HotpotQA file is hotpotqa's
     with pytest.raises(ConfigError, match="hotpotqa environment"):
         with_source(file_source, get_task("synthetic"))
+
+
+def test_one_registration_is_also_a_stream(trivia):
+    from agemem.entrypoints.cli import build_parser
+    from agemem.eval.stream.tasks import QAStreamTask, build_task
+
+    args = build_parser().parse_args(["eval", "stream", "--task", "trivia"])
+    assert args.task == "trivia"
+    config = load_config(AgeMemConfig, overrides=["stream.task=trivia"])
+    task = build_task(config)
+    assert isinstance(task, QAStreamTask) and task.name == "trivia" and len(task.items()) == 8
+    assert [item.id for item in task.items()][:2] == ["synthetic-11-0-0", "synthetic-11-0-1"]
+
+
+def test_a_task_without_a_stream_is_refused_naming_the_streams():
+    with pytest.raises(ConfigError, match=r"^stream\.task='pddl' is no stream; choose one of 'alfworld', 'hotpotqa'"):
+        load_config(AgeMemConfig, overrides=["stream.task=pddl"])

@@ -12,8 +12,8 @@ from typing import Any
 from agemem.core.configlib import load_config
 from agemem.entrypoints.roots import AgeMemConfig
 from agemem.eval.stream.agent import ChatReply
-from agemem.eval.stream.base import Attempt, Demonstration, StreamItem
-from agemem.eval.stream.tasks import qa_execution
+from agemem.eval.stream.base import Attempt, Demonstration
+from agemem.tasks.stream import StreamItem, qa_execution
 
 QUIET = ["logging.progress=false", "stream.plot=false"]
 

@@ -21,8 +21,9 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from agemem.eval.stream.base import Attempt, Demonstration, StreamItem
-from agemem.eval.stream.tasks import answer_of, qa_execution
+from agemem.eval.stream.base import Attempt, Demonstration
+from agemem.eval.stream.tasks import answer_of
+from agemem.tasks.stream import StreamItem, qa_execution
 
 
 def copy_probability(similarity: float, floor: float, ceiling: float = 1.0, power: float = 1.0) -> float:

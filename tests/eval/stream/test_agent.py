@@ -25,7 +25,7 @@ def tokenizer():
 
 
 def _gold(conversation):
-    from agemem.eval.stream.tasks import synthetic_items
+    from agemem.tasks.synthetic import synthetic_items
 
     by_query = {i.query: i.answer for i in synthetic_items(6, 2, 0, True)}
     task_message = conversation[1]["content"]

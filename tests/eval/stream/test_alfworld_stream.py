@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from agemem.eval.stream.agent import BankTools, ChatReply
-from agemem.eval.stream.alfworld_task import AlfworldStreamTask, alfworld_item, task_key, task_sentence
+from agemem.eval.stream.alfworld_task import AlfworldStreamTask
 from agemem.eval.stream.bank import MemoryBank, Record
 from agemem.eval.stream.base import Demonstration
 from agemem.eval.stream.runner import read_steps
-from agemem.tasks.alfworld import Game, GameState, discover_games
+from agemem.tasks.alfworld import Game, GameState, alfworld_item, discover_games, task_key, task_sentence
 from agemem.tasks.config import AlfworldConfig
 from tests.conftest import WordSetEncoder
 

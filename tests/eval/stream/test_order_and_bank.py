@@ -8,7 +8,7 @@ import pytest
 from agemem.eval.stream.bank import MemoryBank, Record
 from agemem.eval.stream.order import GivenOrder, ShiftOrder, ShuffledOrder, apply_order, cluster_order, fit_diagonal_gmm
 from agemem.eval.stream.runner import stream_items
-from agemem.eval.stream.tasks import synthetic_stream
+from agemem.eval.stream.tasks import build_task
 from tests.conftest import WordSetEncoder
 from tests.eval.stream.helpers import stream_config
 
@@ -28,7 +28,7 @@ def test_cluster_order_keeps_clusters_contiguous_in_order_of_first_appearance():
     assert cluster_order([2, 0, 2, 1, 0]) == [0, 2, 1, 4, 3]
 
 
-def test_orders_on_the_synthetic_stream():
+def test_orders_on_the_build_task():
     queries = ["red apple pie", "blue sky", "red apple tart", "blue sky night", "green tea", "green tea cup"]
     embed = WordSetEncoder().encode
     assert GivenOrder().order(queries, embed) == list(range(6))
@@ -39,7 +39,7 @@ def test_orders_on_the_synthetic_stream():
     config = stream_config(
         "stream.task=synthetic", "stream.synthetic_tasks=30", "stream.order=shift", "stream.limit=24"
     )
-    _, items = stream_items(config, synthetic_stream(config), WordSetEncoder())
+    _, items = stream_items(config, build_task(config), WordSetEncoder())
     assert len(items) == 24 and {i.id for i in items} == {f"synthetic-stream-0-{i}" for i in range(24)}
     with pytest.raises(ValueError, match="permutation"):
         apply_order([1, 2], [0, 0])

@@ -19,7 +19,7 @@ from agemem.eval.stream.evaluate import evaluate_stream, strategy_label
 from agemem.eval.stream.remem import REFINE_TOOLS, ReMemBudget, ReMemSession, operation_of
 from agemem.eval.stream.runner import StreamState, read_steps, run_stream, strategy_settings
 from agemem.eval.stream.sweep import load_sweep, strategy_config
-from agemem.eval.stream.tasks import synthetic_stream
+from agemem.eval.stream.tasks import build_task
 from tests.conftest import WordSetEncoder
 from tests.eval.stream.helpers import ScriptedChat, stream_config
 
@@ -86,7 +86,7 @@ SCRIPTS = [
 
 def _play(config, chat):
     """The stream's tasks played one by one on a bank the test holds; returns (state, entries)."""
-    task = synthetic_stream(config)
+    task = build_task(config)
     state = StreamState(config, task, MemoryBank(WordSetEncoder()))
     solver = ModelSolver(task, chat)
     entries = [state.step(t, item, solver, seed=None) for t, item in enumerate(task.items())]
@@ -159,7 +159,7 @@ def test_a_task_without_an_act_fails_at_the_step_limit_and_budgets_refuse_the_ex
 
 def test_results_count_remem_operations_and_a_resumed_run_rebuilds_the_refined_bank(tmp_path):
     config = stream_config(*REMEM)
-    solver = ModelSolver(synthetic_stream(config), ScriptedChat(SCRIPTS))
+    solver = ModelSolver(build_task(config), ScriptedChat(SCRIPTS))
     results = evaluate_stream(config, tmp_path, solver=solver, encoder=WordSetEncoder())
     assert results["strategy"] == "remem" and results["agent"] == "remem" and results["accuracy"] == 0.5
     assert results["mean_replies"] == (1 + 1 + 4 + 5) / 4 and results["final_bank_size"] == 3
@@ -182,14 +182,14 @@ def test_results_count_remem_operations_and_a_resumed_run_rebuilds_the_refined_b
     row = next(line for line in (tmp_path / "results.md").read_text().splitlines() if line.startswith("| remem |"))
     assert "| 2.75 | 0.75 | 1.25 | 1 |" in row
     # the log alone rebuilds the refined bank: the rewrite, the deletion, the writes
-    rebuilt = StreamState(config, synthetic_stream(config), MemoryBank(WordSetEncoder()))
+    rebuilt = StreamState(config, build_task(config), MemoryBank(WordSetEncoder()))
     logged = [json.loads(line) for line in (tmp_path / "steps.jsonl").read_text().splitlines()]
     for entry in logged:
         rebuilt.apply_logged(entry)
     steps = read_steps(tmp_path)
     lesson = steps[1]["additions"][0]["id"]
     assert rebuilt.bank.get(lesson).execution == LESSON and len(rebuilt.bank) == 3
-    again = run_stream(config, synthetic_stream(config), solver, WordSetEncoder(), tmp_path, model="model")
+    again = run_stream(config, build_task(config), solver, WordSetEncoder(), tmp_path, model="model")
     assert again.played == 0 and again.final_ids == rebuilt.bank.ids()
 
 

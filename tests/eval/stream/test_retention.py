@@ -31,7 +31,7 @@ from agemem.eval.stream.retention import (
     load_weights,
 )
 from agemem.eval.stream.runner import run_stream
-from agemem.eval.stream.tasks import synthetic_stream
+from agemem.eval.stream.tasks import build_task
 from tests.conftest import WordSetEncoder
 from tests.eval.stream.helpers import stream_config
 from tests.eval.stream.simulated_agent import SimilarityCopyingSimulatedAgent
@@ -131,7 +131,7 @@ def test_capacity_is_never_exceeded(tmp_path, policy):
         f"stream.retention={policy}",
         "stream.capacity=6",
     )
-    task = synthetic_stream(config)
+    task = build_task(config)
     outcome = run_stream(config, task, SimilarityCopyingSimulatedAgent(), WordSetEncoder(), tmp_path, model="sim")
     sizes = [s["bank_size"] for s in outcome.steps]
     assert max(sizes) == 6 and sizes[-1] == 6  # full, never over
@@ -180,7 +180,7 @@ def test_tune_retention_writes_weights_a_run_can_load(tmp_path):
     )
     outcome = run_stream(
         tuned,
-        synthetic_stream(tuned),
+        build_task(tuned),
         SimilarityCopyingSimulatedAgent(),
         WordSetEncoder(),
         tmp_path / "run",

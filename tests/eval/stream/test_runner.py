@@ -12,7 +12,7 @@ from agemem.eval.stream.analysis import cumulative_mean, deletion_analysis, summ
 from agemem.eval.stream.base import Attempt
 from agemem.eval.stream.evaluate import evaluate_stream, strategy_label
 from agemem.eval.stream.runner import STEPS_FILE, precision_at_k, read_steps, run_stream
-from agemem.eval.stream.tasks import answer_of, synthetic_stream
+from agemem.eval.stream.tasks import answer_of, build_task
 from tests.conftest import WordSetEncoder
 from tests.eval.stream.helpers import HandTask, ScriptedSolver, item, stream_config
 from tests.eval.stream.simulated_agent import SimilarityCopyingSimulatedAgent
@@ -22,7 +22,7 @@ SYNTHETIC = ["stream.task=synthetic", "stream.synthetic_tasks=30", "stream.synth
 
 def _run(config, out, solver=None):
     solver = solver or SimilarityCopyingSimulatedAgent(error_rate=0.2)
-    return run_stream(config, synthetic_stream(config), solver, WordSetEncoder(), out, model="sim")
+    return run_stream(config, build_task(config), solver, WordSetEncoder(), out, model="sim")
 
 
 def _without_timing(path):
