@@ -19,7 +19,7 @@ from agemem.core.configlib import ConfigError, load_config
 from agemem.core.env import EnvResources, MemoryEnv
 from agemem.core.memory import ObservingMemory
 from agemem.entrypoints.roots import AgeMemConfig
-from agemem.eval.baselines import MEMORY_SYSTEMS, Recalled, SystemMemory
+from agemem.eval.baselines import MEMORY_SYSTEMS, SystemMemory
 from agemem.eval.baselines.endpoint import (
     EngineServer,
     UsageMeter,
@@ -36,6 +36,7 @@ from agemem.tasks import load_tasks
 from tests.conftest import WordSetEncoder
 from tests.eval.agents import MessagesEngine
 from tests.eval.memory_models import MemorySystemsModel
+from tests.eval.toy_memory import ListSystem
 
 if importlib.util.find_spec("mem0") is None:  # find, not import: importing mem0 here would start its telemetry
     pytest.skip("the baselines extra is not installed: pip install 'agemem[baselines]'", allow_module_level=True)
@@ -107,42 +108,6 @@ def test_an_endpoint_that_does_not_answer_is_a_clear_error():
 
 
 # --------------------------------------------------------------------------------------------- the store adapter
-
-
-class ListSystem:
-    """Remembers every message verbatim; each observe costs one 'LLM call' of len(text) prompt tokens."""
-
-    name = "list"
-
-    def __init__(self, meter: UsageMeter):
-        self.meter = meter
-        self.held: dict[str, list[str]] = {}
-
-    def observe(self, text, scope):
-        self.meter.book(len(text), 1)
-        self.held.setdefault(scope, []).append(text)
-
-    def search(self, query, top_k, scope):
-        hits = [t for t in self.held.get(scope, []) if set(query.split()) & set(t.split())]
-        return [Recalled(f"m{i}", t, 1.0) for i, t in enumerate(hits[:top_k])]
-
-    def memories(self, scope):
-        return [Recalled(f"m{i}", t) for i, t in enumerate(self.held.get(scope, []))]
-
-    def dump(self, scope):
-        return [{"text": t} for t in self.held.get(scope, [])]
-
-    def restore(self, records, scope):
-        self.held.setdefault(scope, []).extend(r["text"] for r in records)
-
-    def clear(self, scope):
-        self.held.pop(scope, None)
-
-    def settings(self):
-        return {}
-
-    def close(self):
-        pass
 
 
 def _env(store, scope: str, **env) -> MemoryEnv:

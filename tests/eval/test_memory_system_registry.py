@@ -11,7 +11,7 @@ import pytest
 from agemem.core.chat import load_tokenizer
 from agemem.core.configlib import ConfigError, load_config
 from agemem.entrypoints.roots import AgeMemConfig
-from agemem.eval.baselines import Recalled
+from agemem.eval.baselines.endpoint import UsageMeter
 from agemem.eval.compare import method_name
 from agemem.eval.memory_systems import (
     MemorySystemSpec,
@@ -25,44 +25,22 @@ from agemem.eval.qa import evaluate_qa
 from agemem.tasks import load_tasks
 from tests.conftest import WordSetEncoder
 from tests.eval.agents import MessagesEngine, answer
+from tests.eval.toy_memory import ListSystem
 
 FAST = ["env.summarizer.backend=extractive", "logging.progress=false", "eval.plot=false", "eval.models=[scripted]"]
 
 
-class Notebook:
-    """Keeps every message it observes, verbatim; a search returns those sharing a word with the query."""
+class Notebook(ListSystem):
+    """The test suite's toy system (every message kept verbatim), registered as a baseline of one's own."""
 
     name = "notebook"
 
     def __init__(self, folder) -> None:
+        super().__init__(UsageMeter())
         self.folder = folder
-        self.held: dict[str, list[str]] = {}
-
-    def observe(self, text, scope):
-        self.held.setdefault(scope, []).append(text)
-
-    def search(self, query, top_k, scope):
-        words = set(query.lower().split())
-        hits = [t for t in self.held.get(scope, []) if words & set(t.lower().split())]
-        return [Recalled(f"n{i}", t, 1.0) for i, t in enumerate(hits[:top_k])]
-
-    def memories(self, scope):
-        return [Recalled(f"n{i}", t) for i, t in enumerate(self.held.get(scope, []))]
-
-    def dump(self, scope):
-        return [{"text": t} for t in self.held.get(scope, [])]
-
-    def restore(self, records, scope):
-        self.held.setdefault(scope, []).extend(r["text"] for r in records)
-
-    def clear(self, scope):
-        self.held.pop(scope, None)
 
     def settings(self):
         return {"folder": self.folder.name}
-
-    def close(self):
-        pass
 
 
 @pytest.fixture
