@@ -93,7 +93,7 @@ def get_benchmark(name: str) -> Benchmark:
         raise ConfigError(
             f"unknown benchmark {name!r}; choose one of {', '.join(benchmark_names())}, or register an environment "
             "with an evaluation (agemem.tasks.register_task / register_suite) or a benchmark "
-            "(agemem.eval.benchmarks.register_benchmark) in a module imported before the run"
+            "(agemem.eval.benchmarks.register_benchmark) in a plugin module (--plugin MODULE)"
         )
     return _REGISTRY[name]
 

@@ -34,14 +34,26 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from agemem.core.configlib import ConfigError
 from agemem.tasks.base import Evaluation, Option
-from agemem.tasks.config import AlfworldConfig, GameConfig
 from agemem.tasks.games import register_suite
 from agemem.tasks.stream import StreamItem, StreamSpec, game_execution
-from agemem.tasks.textgame import GameRef, GameState, GameSuite, round_robin
+from agemem.tasks.textgame import GameConfig, GameRef, GameState, GameSuite, round_robin
+
+
+@dataclass
+class AlfworldConfig(GameConfig):
+    """ALFWorld games (`agemem eval alfworld`, and training with data.source=alfworld): environment commands and the
+    memory tools."""
+
+    data_dir: str = ""
+    """folder holding json_2.1.1/<split>/<task>/<trial>/game.tw-pddl (the CLI's --data-dir); empty: $ALFWORLD_DATA,
+    else ~/.cache/alfworld (where `alfworld-download` puts the games)."""
+    split: Literal["valid_seen", "valid_unseen"] = "valid_seen"
+    """the evaluation split: valid_seen (140 games, rooms seen in training) or valid_unseen (134 games, new rooms)."""
+
 
 TASK_TYPES: tuple[str, ...] = (
     "pick_and_place_simple",
@@ -378,6 +390,7 @@ SUITE = GameSuite(
     headline="SR",
     split_note="valid_seen: 140 games, valid_unseen: 134 (ALFWorld's own splits)",
     describe=_describe,
+    settings=AlfworldConfig,
     expert=_expert,
     evaluation=Evaluation(
         "ALFWorld games with environment commands and the memory tools: SR per task type, steps, TC",

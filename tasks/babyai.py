@@ -49,15 +49,46 @@ import io
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agemem.core.configlib import ConfigError
 from agemem.tasks.base import Evaluation
 from agemem.tasks.games import register_suite
-from agemem.tasks.textgame import GameItem, GameRef, GameState, GameSuite, installed_version, round_robin
+from agemem.tasks.textgame import (
+    GameConfig,
+    GameItem,
+    GameRef,
+    GameState,
+    GameSuite,
+    installed_version,
+    round_robin,
+)
 
-if TYPE_CHECKING:
-    from agemem.tasks.config import GameConfig
+
+@dataclass
+class BabyaiConfig(GameConfig):
+    """BabyAI levels as text games (`agemem eval babyai`, data.source=babyai)."""
+
+    max_env_steps: int = 30
+    """environment steps per episode (AgentBoard's budget)."""
+    first_seed: int = 1234
+    """the first seed of every level (AgentBoard's 1234); another value gives other layouts of the same 28 levels,
+    e.g. a training split disjoint from the evaluation one."""
+    episodes_per_level: int = 4
+    """seeds per level: 4 gives AgentBoard's 112 episodes (28 levels x 4)."""
+    go_to_actions: bool = True
+    """offer `go to X` (walk to a visible object and face it, as AgentBoard does) besides the primitive actions;
+    false: turn left / turn right / move forward and the actions on the object in front only."""
+
+    def validate(self) -> None:
+        super().validate()
+        if self.first_seed < 0:
+            raise ConfigError(f"babyai.first_seed={self.first_seed} must be >= 0 (AgentBoard's split starts at 1234)")
+        if self.episodes_per_level < 1:
+            raise ConfigError(
+                f"babyai.episodes_per_level={self.episodes_per_level} must be >= 1 (4 gives AgentBoard's 112 games)"
+            )
+
 
 LEVELS: tuple[tuple[str, str], ...] = (
     ("goto", "BabyAI-GoToRedBallGrey-v0"),
@@ -775,6 +806,7 @@ SUITE = GameSuite(
     has_score=False,
     split_note="AgentBoard's 28 BabyAI levels x seeds 1234-1237 (112 episodes, minigrid 3.2.0)",
     describe=describe,
+    settings=BabyaiConfig,
     expert=expert_plan,
     evaluation=Evaluation(
         "BabyAI levels described in text, with the memory tools: SR per level family, steps, TC",

@@ -4,7 +4,8 @@ A task registers one :class:`TaskSpec` under its name (``register_task``); ``dat
 (:func:`task_for_source`: a registered name, or a source a task accepts, such as a HotpotQA file or hub id).
 A spec says
 
-* how its items load (:meth:`TaskSpec.load`, from the whole config: ``data.*``, ``alfworld.*``, ...);
+* how its items load (:meth:`TaskSpec.load`, from the whole config: ``data.*``, its own section ``<name>.*``);
+* the class of its own config section, if it has one (``settings``);
 * what the run needs set up for it (:meth:`TaskSpec.configure`: e.g. the ALFWorld system prompt);
 * what each stage shows (:meth:`TaskSpec.stages`) and how an episode runs (:meth:`TaskSpec.episodes`: a factory
   the rollout driver calls with the shared :class:`~agemem.rollouts.episode.EpisodeSetup`);
@@ -27,13 +28,12 @@ from typing import TYPE_CHECKING, Protocol
 from agemem.core.configlib import ConfigError
 
 if TYPE_CHECKING:
-    from agemem.core.config import RolloutConfig
+    from agemem.core.config import AgentConfig, RolloutConfig
     from agemem.core.encoders import Encoder
     from agemem.rewards.base import TrajectoryScorer
     from agemem.rollouts.driver import EpisodeFactory
     from agemem.rollouts.episode import Stages
     from agemem.rollouts.records import Task
-    from agemem.tasks.config import TaskRunConfig
     from agemem.tasks.stream import StreamSpec
 
 
@@ -74,16 +74,19 @@ class TaskSpec(Protocol):
     """``agemem eval <name>``'s help and flags; None: a training task only."""
     stream: StreamSpec | None
     """the items ``agemem eval stream --task <name>`` streams; None: it does not stream."""
+    settings: type | None
+    """the dataclass of the task's own config section (``<name>.*``, e.g. a game's step budget and split), which
+    every root that plays tasks holds (:func:`agemem.tasks.config.with_task_sections`); None: it needs none."""
 
     def accepts(self, source: str) -> bool:
         """Whether ``data.source`` (other than a registered name) means this task, e.g. a HotpotQA file."""
         ...
 
-    def configure(self, config: TaskRunConfig) -> TaskRunConfig:
+    def configure(self, config: AgentConfig) -> AgentConfig:
         """``config`` as the task's runs need it (return it unchanged when nothing is needed)."""
         ...
 
-    def load(self, config: TaskRunConfig) -> list[Task]:
+    def load(self, config: AgentConfig) -> list[Task]:
         """Every item of the configured split, in a fixed order (``data.limit`` is applied by the caller)."""
         ...
 
@@ -91,11 +94,11 @@ class TaskSpec(Protocol):
         """What Stage 1, 2 and 3 show for ``task``."""
         ...
 
-    def episodes(self, config: TaskRunConfig) -> EpisodeFactory:
+    def episodes(self, config: AgentConfig) -> EpisodeFactory:
         """How one rollout of a task plays: ``(task, distractors, env, setup, rollout_index) -> episode run``."""
         ...
 
-    def scorer(self, config: TaskRunConfig, encoder: Encoder | None) -> TrajectoryScorer:
+    def scorer(self, config: AgentConfig, encoder: Encoder | None) -> TrajectoryScorer:
         """Fills ``trajectory.reward`` with the composite breakdown (``total`` is the reward GRPO uses)."""
         ...
 
@@ -143,6 +146,12 @@ def stream_of(name: str) -> StreamSpec:
     return found[name]
 
 
+def task_sections() -> dict[str, type]:
+    """The config section of every registered task that declares one: ``{task name: its settings class}``."""
+    found = {name: getattr(_REGISTRY[name], "settings", None) for name in task_names()}
+    return {name: settings for name, settings in found.items() if settings is not None}
+
+
 def get_task(name: str) -> TaskSpec:
     """The task registered as ``name``; an error names the known tasks and how to add one."""
     try:
@@ -150,7 +159,7 @@ def get_task(name: str) -> TaskSpec:
     except KeyError:
         raise ConfigError(
             f"no task named {name!r}; known tasks: {', '.join(task_names())}. To fix: pick one of them, or register "
-            "yours with agemem.tasks.register_task(spec) in a module imported before the run"
+            "yours with agemem.tasks.register_task(spec) in a plugin module (--plugin MODULE, or plugins: [MODULE])"
         ) from None
 
 
@@ -168,13 +177,13 @@ def task_for_source(source: str) -> TaskSpec:
     )
 
 
-def load_tasks(config: TaskRunConfig, *, apply_limit: bool = True) -> list[Task]:
+def load_tasks(config: AgentConfig, *, apply_limit: bool = True) -> list[Task]:
     """The items of the task ``data.source`` names (the first ``data.limit`` unless ``apply_limit=False``)."""
     tasks = task_for_source(config.data.source).load(config)
     return tasks[: config.data.limit] if config.data.limit and apply_limit else tasks
 
 
-def load_task_pool(config: TaskRunConfig) -> tuple[list[Task], list[Task]]:
+def load_task_pool(config: AgentConfig) -> tuple[list[Task], list[Task]]:
     """``(tasks, pool)``: the first ``data.limit`` items to play and every item (the corpus distractor pool)."""
     pool = load_tasks(config, apply_limit=False)
     return (pool[: config.data.limit] if config.data.limit else pool), pool

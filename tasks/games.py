@@ -8,7 +8,7 @@ command the game does not accept changes nothing and costs the step (the agent i
 it is won, when the environment ends it (``GameState.over``), or after ``max_env_steps`` steps. The agent is then
 told how it went and gets ``debrief_replies`` replies to store what worked.
 
-The settings are the suite's config section (``config.<suite.name>``, a :class:`~agemem.tasks.config.GameConfig`).
+The settings are the suite's config section (``config.<suite.name>``, a :class:`~agemem.tasks.textgame.GameConfig`).
 :class:`GameEpisode` plays a game for evaluation (``agemem eval NAME``, :mod:`agemem.eval.games`: one memory scope
 across games) and, through the task each :func:`register_suite` registers, for training (``agemem train
 data.source=NAME``: each rollout in its own scope, the result turned into a :class:`Trajectory` and scored by
@@ -33,12 +33,12 @@ from agemem.rollouts.engines.base import Completion
 from agemem.rollouts.episode import Episode, EpisodeOverError, EpisodeSetup, GenerationRequest, Stages
 from agemem.rollouts.records import EndedBy, Step, Task, Trajectory
 from agemem.tasks.base import Evaluation, register_task, unregister_task
-from agemem.tasks.config import GameConfig, TaskRunConfig
-from agemem.tasks.textgame import GameRef, GameState, GameSuite, TextGame
+from agemem.tasks.textgame import GameConfig, GameRef, GameState, GameSuite, TextGame
 
 if TYPE_CHECKING:
     from agemem.core.config import RolloutConfig
     from agemem.core.encoders import Encoder
+    from agemem.tasks.config import TaskRunConfig
     from agemem.tasks.stream import StreamSpec
 
 
@@ -101,17 +101,20 @@ def get_suite(name: str) -> GameSuite:
     except KeyError:
         raise ConfigError(
             f"no text game named {name!r}; known: {', '.join(suite_names())}. To fix: pick one of them, or register "
-            "yours with agemem.tasks.games.register_suite(suite)"
+            "yours with agemem.tasks.games.register_suite(suite) in a plugin module (--plugin MODULE)"
         ) from None
 
 
 def game_settings(config: TaskRunConfig, suite: GameSuite) -> GameConfig:
-    """The suite's config section (``config.<suite.name>``)."""
+    """The suite's config section (``config.<suite.name>``); a root composed without it (built before the suite
+    registered, or in code) plays the section's defaults, since no file or override could have set it."""
     settings = getattr(config, suite.name, None)
-    if not isinstance(settings, GameConfig):
+    if settings is None:
+        return suite.settings()
+    if not isinstance(settings, suite.settings):
         raise ConfigError(
-            f"the config has no {suite.name!r} section of game settings; add a GameConfig field named {suite.name} "
-            "to the run's root config (agemem.tasks.config.TaskRunConfig)"
+            f"config.{suite.name} is a {type(settings).__name__}, but the {suite.name!r} game reads a "
+            f"{suite.settings.__name__}; a task's section is its suite's settings class (GameSuite.settings)"
         )
     return settings
 
@@ -524,6 +527,10 @@ class GameTask:
     @property
     def stream(self) -> StreamSpec | None:
         return self.suite.stream
+
+    @property
+    def settings(self) -> type[GameConfig]:
+        return self.suite.settings
 
     def accepts(self, source: str) -> bool:
         return False

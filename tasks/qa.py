@@ -35,6 +35,8 @@ class QATask:
     """how ``agemem eval <name>`` offers the task (:class:`agemem.tasks.base.Evaluation`); None: training only."""
     stream: StreamSpec | None = None
     """how ``agemem eval stream --task <name>`` streams it (:class:`agemem.tasks.stream.StreamSpec`); None: none."""
+    settings: type | None = None
+    """the dataclass of the task's own config section (``<name>.*``), read by ``loader``; None: ``data.*`` only."""
 
     def accepts(self, source: str) -> bool:
         return self.claims(source)

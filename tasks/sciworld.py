@@ -37,15 +37,52 @@ import contextlib
 import dataclasses
 import itertools
 import threading
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 from agemem.core.configlib import ConfigError
 from agemem.tasks.base import Evaluation
 from agemem.tasks.games import register_suite
-from agemem.tasks.textgame import GameItem, GameRef, GameState, GameSuite, installed_version, round_robin
+from agemem.tasks.textgame import (
+    GameConfig,
+    GameItem,
+    GameRef,
+    GameState,
+    GameSuite,
+    installed_version,
+    round_robin,
+)
 
-if TYPE_CHECKING:
-    from agemem.tasks.config import GameConfig, SciworldConfig
+
+@dataclass
+class SciworldConfig(GameConfig):
+    """ScienceWorld tasks (`agemem eval sciworld`, data.source=sciworld)."""
+
+    max_env_steps: int = 30
+    """environment steps per task (AgentBoard's budget)."""
+    max_live_games: int = 4
+    """games an evaluation plays side by side at most: each live game holds a simulator, a JVM of about 2.5 GB."""
+    variations_per_task: int = 3
+    """test variations played per task, 1-3 (the first ones of agemem.tasks.sciworld.SPLIT); 3 = all 90 games."""
+    simplifications: str = "selfWateringFlowerPots,openContainers,openDoors,noElectricalAction"
+    """ScienceWorld simplifications, comma-separated (default: AgentBoard's; the electrical tasks always keep their
+    `connect` actions, so noElectricalAction skips them); empty = none."""
+
+    def validate(self) -> None:
+        super().validate()
+        if not 1 <= self.variations_per_task <= 3:
+            raise ConfigError(
+                f"sciworld.variations_per_task={self.variations_per_task} must be 1, 2 or 3 (the split holds 3 test "
+                "variations per task; use limit to play fewer games)"
+            )
+        known = ("selfWateringFlowerPots", "openContainers", "openDoors", "noElectricalAction", "teleportAction")
+        unknown = [name for name in self.simplifications.split(",") if name and name not in known]
+        if unknown:
+            raise ConfigError(
+                f"sciworld.simplifications has unknown {', '.join(unknown)}: use a comma-separated subset of "
+                f"{','.join(known)} (case-sensitive, no spaces), or an empty string for none"
+            )
+
 
 INSTALL_HINT = (
     "SciWorld needs the optional extra: pip install 'agemem[sciworld]' (the scienceworld package) and a Java 17 "
@@ -392,8 +429,6 @@ def expert_plan(game: GameRef, settings: GameConfig, *, tries: int = 3) -> list[
 def _sciworld_settings(settings: GameConfig) -> SciworldConfig:
     """``settings`` as a SciworldConfig: another game's section keeps its shared budgets and gets SciWorld's
     defaults for the rest (the split, the simplifications)."""
-    from agemem.tasks.config import GameConfig, SciworldConfig
-
     if isinstance(settings, SciworldConfig):
         return settings
     return SciworldConfig(**{f.name: getattr(settings, f.name) for f in dataclasses.fields(GameConfig)})
@@ -436,6 +471,7 @@ SUITE = GameSuite(
     has_score=True,
     split_note="90 ScienceWorld games: the first 3 test variations of each of the 30 tasks (AgentBoard's size)",
     describe=describe,
+    settings=SciworldConfig,
     expert=expert_plan,
     evaluation=Evaluation(
         "ScienceWorld tasks with the memory tools: SR and the environment's score per topic, steps, TC",

@@ -12,8 +12,10 @@ commands, and each command's result comes back with the actions that are valid n
   task types, its headline metric (SR or PR), the first paragraph of the system prompt, how the split is found
   (``discover``) and how a game is opened (``open``).
 
-A new game benchmark is one module with an adapter, a :class:`GameSuite` and a config section in
-:mod:`agemem.tasks.config`, registered with :func:`agemem.tasks.games.register_suite`.
+A new game benchmark is one module: an adapter, its config section (a :class:`GameConfig` subclass, named by
+:attr:`GameSuite.settings`) and a :class:`GameSuite`, registered with :func:`agemem.tasks.games.register_suite`.
+Every root config that plays tasks then holds the section as ``<name>``
+(:func:`agemem.tasks.config.with_task_sections`).
 """
 
 from __future__ import annotations
@@ -22,10 +24,45 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from agemem.core.configlib import ConfigError
+
 if TYPE_CHECKING:
     from agemem.tasks.base import Evaluation
-    from agemem.tasks.config import GameConfig
     from agemem.tasks.stream import StreamSpec
+
+
+@dataclass
+class GameConfig:
+    """What every text game shares (ALFWorld, SciWorld, PDDL, BabyAI: :mod:`agemem.tasks.games`): the episode's
+    budget, the reply budget per step, the debrief and what the agent is shown. Each game's section extends it."""
+
+    limit: int = 0
+    """play the first N games of the split (round-robin over the task types: a prefix is balanced); 0 = all."""
+    task_types: list[str] = field(default_factory=list)
+    """play only the games of these task types (e.g. [blocksworld] for PDDL); empty = all. Applied before limit."""
+    max_env_steps: int = 50
+    """environment steps per game (commands sent, invalid ones and replies without a command included)."""
+    max_replies_per_step: int = 3
+    """agent replies per environment step: memory-tool calls and format errors take a reply; when they are spent
+    without a command, the step passes with no action."""
+    debrief_replies: int = 2
+    """agent replies after a game ends (told whether it won), to store what worked; 0 = none. Only when
+    Add_memory is offered."""
+    show_admissible: bool = True
+    """list the valid actions after every observation, as the game provides them."""
+    max_live_games: int = 0
+    """games an evaluation plays side by side at most (0: eval.chunk_size); memory is shared as within a chunk."""
+
+    def validate(self) -> None:
+        if self.limit < 0 or self.debrief_replies < 0 or self.max_live_games < 0:
+            raise ConfigError(
+                f"limit={self.limit}, debrief_replies={self.debrief_replies} and max_live_games={self.max_live_games} "
+                "must be >= 0"
+            )
+        if self.max_env_steps < 1 or self.max_replies_per_step < 1:
+            raise ConfigError(
+                f"max_env_steps={self.max_env_steps} and max_replies_per_step={self.max_replies_per_step} must be >= 1"
+            )
 
 
 @dataclass
@@ -92,8 +129,8 @@ class GameSuite:
     (``agemem eval NAME``) need besides the episode itself."""
 
     name: str
-    """the registry key: ``data.source``, the config section (``TaskRunConfig.<name>``), ``agemem eval <name>``
-    and the long-term memory scope of an evaluation run."""
+    """the registry key: ``data.source``, the config section (``<name>.*``), ``agemem eval <name>`` and the
+    long-term memory scope of an evaluation run."""
     title: str
     """the benchmark's name in tables and plots (``SciWorld``)."""
     world: str
@@ -131,6 +168,9 @@ class GameSuite:
     """how ``agemem eval <name>`` offers the suite (its help, ``--limit`` key and flags); None: training only."""
     stream: StreamSpec | None = None
     """how ``agemem eval stream --task <name>`` streams its games; None: it does not."""
+    settings: type[GameConfig] = GameConfig
+    """the class of the suite's config section: every root that plays tasks holds one as ``<name>``, built from its
+    defaults, the YAML's ``<name>:`` mapping and ``<name>.key=value`` overrides."""
     expert: Callable[[GameRef, GameConfig], list[str]] | None = None
     """a solution from the start state (the gold path, a planner's plan, the bot's actions): the commands that win
     the game when sent in order. Scripted agents and tests play it."""

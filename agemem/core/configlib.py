@@ -25,7 +25,13 @@ class ConfigError(ValueError):
 
 
 def load_config(cls: type[T], path: str | Path | None = None, overrides: list[str] | None = None) -> T:
-    """Build ``cls`` from its defaults, then a YAML file, then ``key.sub=value`` overrides."""
+    """Build ``cls`` from its defaults, then a YAML file, then ``key.sub=value`` overrides.
+
+    A root whose sections come from registrations (``cls.composed()``: the tasks' own sections,
+    :class:`agemem.tasks.config.TaskRunConfig`) is built as the class that method returns."""
+    composed = getattr(cls, "composed", None)
+    if composed is not None:
+        cls = composed()
     raw: dict[str, Any] = {}
     if path is not None:
         raw = read_yaml(path)

@@ -12,6 +12,10 @@ of the components it runs, each defined beside its component:
 | ``eval stream`` | :class:`agemem.eval.stream.config.StreamRunConfig` |
 | ``learn`` | :class:`agemem.recipes.learn.LearnRunConfig` |
 
+A root that plays tasks also holds each registered task's own section (``alfworld``, ``pddl``, a plugin's game),
+added when the command loads it (:func:`agemem.tasks.config.with_task_sections`): the section is declared where the
+task registers, so a new environment edits nothing here.
+
 A file may hold the sections of several commands (``configs/learn_cpu.yaml`` drives ``learn``, ``train`` and
 ``export``): every section it names is validated, against :class:`AgeMemConfig`, the union of all roots, so a typo
 is caught by any command ("unknown config key 'max_step'; did you mean 'max_steps'?"), and each command keeps the
@@ -34,7 +38,7 @@ from agemem.entrypoints.demo import DemoRunConfig
 from agemem.eval.config import EvalRunConfig
 from agemem.eval.stream.config import StreamRunConfig
 from agemem.recipes.learn import LearnRunConfig
-from agemem.tasks.config import TaskRunConfig
+from agemem.tasks.config import TaskRunConfig, with_task_sections
 from agemem.train.config import TrainRunConfig
 
 Root = TypeVar("Root", bound=AgentConfig)
@@ -85,9 +89,10 @@ def project(config: AgentConfig, root: type[Root]) -> Root:
 
 
 def root_of(command: str) -> type[AgentConfig]:
+    """The class ``command`` loads: its root, with the registered tasks' sections where it plays tasks."""
     if command not in COMMAND_ROOTS:
         raise ConfigError(f"no config root for command {command!r}; known: {', '.join(COMMAND_ROOTS)}")
-    return COMMAND_ROOTS[command]
+    return with_task_sections(COMMAND_ROOTS[command])
 
 
 def load_command_config(command: str, path: str | Path | None, overrides: list[str]) -> Any:
@@ -103,7 +108,7 @@ def config_from_tree(tree: Mapping[str, Any], command: str) -> Any:
     """``command``'s root from a raw tree (a YAML file's, a run's ``config.json``), which may hold other commands'
     sections; its ``plugins`` are imported first."""
     load_plugins(plugins_of(tree))
-    return project(from_dict(AgeMemConfig, dict(tree)), root_of(command))
+    return project(from_dict(with_task_sections(AgeMemConfig), dict(tree)), root_of(command))
 
 
 RUN_ENVIRONMENT = ("env", "sampling", "rollout", "distractors", "reward")

@@ -31,7 +31,7 @@ from agemem.eval.stream.agent import Dialogue, memory_turn_message, task_message
 from agemem.eval.stream.base import Attempt, Demonstration
 from agemem.eval.stream.config import StreamRunConfig
 from agemem.eval.stream.remem import GAME_ACT, GAME_ACT_EFFECT, ReMemDialogue, ReMemSession, remem_system_prompt
-from agemem.tasks.config import AlfworldConfig
+from agemem.tasks.alfworld import AlfworldConfig
 from agemem.tasks.stream import StreamItem, game_execution
 
 if TYPE_CHECKING:

@@ -44,17 +44,17 @@ module is the suite: the split, the expert hook and the registration.
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from agemem.core.configlib import ConfigError
 from agemem.tasks.base import Evaluation
-from agemem.tasks.config import GameConfig, PddlConfig
 from agemem.tasks.games import register_suite
 from agemem.tasks.pddl.expert import INSTALL_HINT, PddlMissingError, plan_files, require_pddl
 from agemem.tasks.pddl.generator import PROBLEMS_DIR, generate_problems, main, write_problems
 from agemem.tasks.pddl.simulator import DOMAIN_FILE, DOMAINS, INVALID, PddlGame, PlanningTask, natural_key
-from agemem.tasks.textgame import GameItem, GameRef, GameSuite, round_robin
+from agemem.tasks.textgame import GameConfig, GameItem, GameRef, GameSuite, round_robin
 
 __all__ = [
     "DOMAINS",
@@ -63,6 +63,7 @@ __all__ = [
     "PROBLEMS_DIR",
     "SUITE",
     "TASK_LABELS",
+    "PddlConfig",
     "PddlGame",
     "PddlMissingError",
     "PlanningTask",
@@ -78,6 +79,19 @@ __all__ = [
     "require_pddl",
     "write_problems",
 ]
+
+
+@dataclass
+class PddlConfig(GameConfig):
+    """PDDL planning problems played as text games (`agemem eval pddl`, data.source=pddl)."""
+
+    max_env_steps: int = 30
+    """environment steps per problem (AgentBoard's budget)."""
+    problems_dir: str = ""
+    """folder holding <domain>/domain.pddl and its problems <domain>/pNN.pddl; empty: the bundled 60 problems
+    (agemem/tasks/pddl/problems, written by `python -m agemem.tasks.pddl generate`). pddl.task_types picks
+    domains."""
+
 
 TASK_LABELS: dict[str, str] = {"gripper": "Gripper", "blocksworld": "Blocks", "barman": "Barman", "tyreworld": "Tyre"}
 PROBLEM_GLOB = "p[0-9]*.pddl"
@@ -167,6 +181,7 @@ SUITE = GameSuite(
     has_score=False,
     split_note="60 generated problems sized like AgentBoard's: Gripper 20, Blocksworld 10, Barman 20, Tyreworld 10",
     describe=describe,
+    settings=PddlConfig,
     expert=expert_plan,
     evaluation=Evaluation(
         "PDDL problems (Blocksworld, Gripper, Tyreworld, Barman) with the memory tools: PR and SR per domain, TC",

@@ -7,6 +7,7 @@ import pytest
 from agemem.core.config import EnvConfig
 from agemem.core.configlib import ConfigError, from_dict, load_config, parse_override
 from agemem.entrypoints.roots import COMMAND_ROOTS, AgeMemConfig, load_command_config
+from agemem.tasks.config import with_task_sections
 
 CONFIGS = sorted((Path(__file__).parents[2] / "configs").glob("*.yaml"))
 
@@ -137,7 +138,7 @@ def test_missing_and_malformed_files(tmp_path):
 @pytest.mark.parametrize("path", CONFIGS, ids=[p.name for p in CONFIGS])
 def test_shipped_configs_load(path):
     for command, root in COMMAND_ROOTS.items():  # every file loads for every command, as that command's root
-        assert type(load_command_config(command, path, [])) is root
+        assert type(load_command_config(command, path, [])) is with_task_sections(root)
 
 
 def test_from_dict_builds_a_section_directly():

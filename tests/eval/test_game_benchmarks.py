@@ -1,9 +1,9 @@
-"""`agemem eval sciworld | pddl | babyai` on real games, through the real environments, the memory env, batching
-and the CLI's config: a scripted agent that plays each game's expert solution (ScienceWorld's gold path, the
-planner's plan, BabyAI's bot) wins every game it is given, one per task type, with SR = PR = 100; an agent that
-does nothing useful wins none, with PR = 0; the results table shows the benchmark's headline; and
-`agemem compare` puts their columns beside each other. Each benchmark needs its extra (skips without it, fails
-under AGEMEM_REQUIRE_GAMES=1)."""
+"""`agemem eval sciworld | pddl | babyai | frozenlake` on real games, through the real environments, the memory env,
+batching and the CLI's config: a scripted agent that plays each game's expert solution (ScienceWorld's gold path,
+the planner's plan, BabyAI's bot, FrozenLake's shortest safe path) wins every game it is given, one per task type,
+with SR = PR = 100; an agent that does nothing useful wins none, with PR = 0; the results table shows the
+benchmark's headline; and `agemem compare` puts their columns beside each other. Each benchmark needs its extra
+(skips without it, fails under AGEMEM_REQUIRE_GAMES=1)."""
 
 from __future__ import annotations
 
@@ -29,10 +29,11 @@ BENCHMARKS = {
     "sciworld": needs("sciworld", ("scienceworld",), ("java",)),
     "pddl": needs("pddl", ("pyperplan",)),
     "babyai": needs("babyai", ("minigrid",)),
+    "frozenlake": needs("frozenlake", ("gymnasium",)),
 }
 """each benchmark with the mark that skips it without its extra."""
 
-EXPERT_STEPS = {"sciworld": 80, "pddl": 60, "babyai": 100}
+EXPERT_STEPS = {"sciworld": 80, "pddl": 60, "babyai": 100, "frozenlake": 30}
 """a step budget above the expert solution of the first game of each task type played (tests only: the benchmarks
 keep AgentBoard's 30)."""
 EXPERT_TYPES = {"sciworld": ["classification", "lifespans"]}

@@ -21,9 +21,8 @@ from agemem.eval.games import GameBenchmark, game_columns
 from agemem.eval.models import Backend
 from agemem.eval.runner import evaluate
 from agemem.tasks import get_task, load_tasks
-from agemem.tasks.config import GameConfig
 from agemem.tasks.games import register_suite, unregister_suite
-from agemem.tasks.textgame import GameItem, GameRef, GameState, GameSuite
+from agemem.tasks.textgame import GameConfig, GameItem, GameRef, GameState, GameSuite
 from tests.conftest import WordSetEncoder
 from tests.eval.agents import MessagesEngine, answer
 

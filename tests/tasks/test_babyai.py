@@ -11,7 +11,7 @@ import pytest
 
 from agemem.core.configlib import ConfigError
 from agemem.tasks import babyai
-from agemem.tasks.config import BabyaiConfig
+from agemem.tasks.babyai import BabyaiConfig
 from tests.games_support import needs
 
 pytestmark = needs("babyai", ("minigrid", "gymnasium"))

@@ -13,8 +13,9 @@ import pytest
 
 from agemem.core.configlib import ConfigError, load_config
 from agemem.tasks import pddl
-from agemem.tasks.config import PddlConfig, TaskRunConfig
+from agemem.tasks.config import TaskRunConfig
 from agemem.tasks.games import load_games
+from agemem.tasks.pddl import PddlConfig
 from agemem.tasks.textgame import GameItem
 from tests.games_support import needs
 

@@ -11,8 +11,8 @@ import pytest
 
 from agemem.core.configlib import ConfigError
 from agemem.tasks import sciworld
-from agemem.tasks.config import GameConfig, SciworldConfig
-from agemem.tasks.textgame import GameItem
+from agemem.tasks.sciworld import SciworldConfig
+from agemem.tasks.textgame import GameConfig, GameItem
 from tests.games_support import needs
 
 pytestmark = needs("sciworld", ("scienceworld",), ("java",))

@@ -16,8 +16,15 @@ from agemem.eval.stream.alfworld_task import AlfworldStreamTask
 from agemem.eval.stream.bank import MemoryBank, Record
 from agemem.eval.stream.base import Demonstration
 from agemem.eval.stream.runner import read_steps
-from agemem.tasks.alfworld import Game, GameState, alfworld_item, discover_games, task_key, task_sentence
-from agemem.tasks.config import AlfworldConfig
+from agemem.tasks.alfworld import (
+    AlfworldConfig,
+    Game,
+    GameState,
+    alfworld_item,
+    discover_games,
+    task_key,
+    task_sentence,
+)
 from tests.conftest import WordSetEncoder
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "alfworld"
