@@ -7,7 +7,9 @@ Bad input from the agent (unknown id, empty content, bad top_k) is an ``ok=False
 with a message the agent can act on, never an exception.
 
 Retrieval is cosine similarity on L2-normalised embeddings: one matrix-vector product over
-the scope's ``[N, D]`` matrix and an ``argpartition`` top-k (see ``bench/retrieval.py``).
+the scope's ``[N, D]`` matrix and an ``argpartition`` top-k (see ``bench/retrieval.py``), in
+:meth:`ScopeIndex.search`, the one vector search of the project (the streaming benchmark's experience bank keeps
+its records on a :class:`ScopeIndex` too).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import json
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -46,6 +48,7 @@ __all__ = [
     "Op",
     "ScopeIndex",
     "SnapshotError",
+    "Ties",
     "top_k_indices",
 ]
 
@@ -58,15 +61,21 @@ class SnapshotError(ValueError):
     """A memory snapshot is missing, corrupt, or made with a different encoder."""
 
 
+Ties = Literal["any", "newer", "older"]
+"""how :meth:`ScopeIndex.search` orders equal scores."""
+
+
 class ScopeIndex:
     """One memory bank: a growable ``[capacity, D]`` matrix plus an inverted metadata index."""
 
     def __init__(self, dim: int):
         self.vectors_CD = np.zeros((16, dim), dtype=np.float32)
+        self.inserted_C = np.zeros(16, dtype=np.int64)  # row -> its entry's insertion number (ties by age)
         self.row_ids: list[str] = []  # row -> entry id; rows [0, len) are live
         self.row_of: dict[str, int] = {}
         self.entries: dict[str, MemoryEntry] = {}  # insertion order = creation order
         self.postings: dict[tuple[str, str], set[str]] = {}
+        self._insertions = 0
 
     def __len__(self) -> int:
         return len(self.row_ids)
@@ -77,7 +86,10 @@ class ScopeIndex:
             grown = np.zeros((2 * n, self.vectors_CD.shape[1]), dtype=np.float32)
             grown[:n] = self.vectors_CD
             self.vectors_CD = grown
+            self.inserted_C = np.concatenate([self.inserted_C, np.zeros(n, dtype=np.int64)])
         self.vectors_CD[n] = entry.embedding_D
+        self.inserted_C[n] = self._insertions
+        self._insertions += 1
         self.row_ids.append(entry.id)
         self.row_of[entry.id] = n
         self.entries[entry.id] = entry
@@ -96,12 +108,35 @@ class ScopeIndex:
         if row != last:
             moved = self.row_ids[last]
             self.vectors_CD[row] = self.vectors_CD[last]
+            self.inserted_C[row] = self.inserted_C[last]
             self.row_ids[row] = moved
             self.row_of[moved] = row
         self.row_ids.pop()
         entry = self.entries.pop(entry_id)
         self._unindex(entry)
         return entry
+
+    def vector(self, entry_id: str) -> np.ndarray:
+        """The ``[D]`` embedding stored for ``entry_id``."""
+        return self.vectors_CD[self.row_of[entry_id]].copy()  # a row moves when another is removed
+
+    def search(
+        self, query_D: np.ndarray, k: int, rows_M: np.ndarray | None = None, *, ties: Ties = "any"
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``(rows_k, scores_k)``: the ``k`` live rows (of ``rows_M`` when given) whose vectors have the largest dot
+        product with ``query_D`` (cosine similarity: every vector is L2-normalised), best first.
+
+        ``ties`` orders equal scores: ``any`` is the fast path (an O(N) partition; which of the entries tied at the
+        k-th place stay is unspecified); ``newer`` / ``older`` put the later / earlier inserted entry first, exactly
+        (a full sort: the streaming benchmark's bank, whose runs must replay)."""
+        rows = np.arange(len(self.row_ids)) if rows_M is None else rows_M
+        scores_M = self.vectors_CD[: len(self.row_ids)] @ query_D if rows_M is None else self.vectors_CD[rows] @ query_D
+        if ties == "any":
+            best_k = top_k_indices(scores_M, k)
+        else:
+            age_M = self.inserted_C[rows] if ties == "older" else -self.inserted_C[rows]
+            best_k = np.lexsort((age_M, -scores_M))[: max(k, 0)]
+        return rows[best_k], scores_M[best_k]
 
     def candidate_rows(self, metadata_filter: dict[str, Any]) -> np.ndarray:
         """Rows whose metadata match every key of the filter (a list value means any of)."""
@@ -277,16 +312,10 @@ class LongTermMemory:
         if index is None or len(index) == 0:
             return MemoryResult("retrieve", True, message="long-term memory is empty")
         query_D = self.encoder.encode([query])[0]
-        if metadata_filter:
-            rows_M = index.candidate_rows(metadata_filter)
-            scores_M = index.vectors_CD[rows_M] @ query_D
-        else:
-            rows_M = None
-            scores_M = index.vectors_CD[: len(index)] @ query_D
-        best_k = top_k_indices(scores_M, top_k)
-        rows_k = best_k if rows_M is None else rows_M[best_k]
+        rows_M = index.candidate_rows(metadata_filter) if metadata_filter else None
+        rows_k, scores_k = index.search(query_D, top_k, rows_M)
         entries = [index.entries[index.row_ids[r]] for r in rows_k]
-        scores = [float(scores_M[i]) for i in best_k]
+        scores = [float(score) for score in scores_k]
         note = count_message(len(entries), "retrieved")
         if metadata_filter and not entries:
             note = f"no memory matches metadata_filter {json.dumps(metadata_filter)}"

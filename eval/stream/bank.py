@@ -7,7 +7,8 @@ stream steps that retrieved it, its similarity to each retrieving query and the 
 retrieving task (the evaluator's score of that task). Deletion and retention rules read only this history.
 
 Retrieval is cosine similarity of L2-normalised query embeddings from the project's
-:class:`~agemem.core.encoders.Encoder`: one matrix-vector product and a sort; equal similarities go to the newer record.
+:class:`~agemem.core.encoders.Encoder`, on the long-term memory's index (:meth:`agemem.core.ltm.ScopeIndex.search`,
+the project's one vector search); equal similarities go to the newer record.
 
 :class:`BankMemory` presents the bank as a :class:`~agemem.core.memory.MemoryStore`, the interface the memory tools
 are written against, so a trained policy's Add_memory / Delete_memory run on it through the training executor.
@@ -23,6 +24,7 @@ from typing import Any, Literal
 import numpy as np
 
 from agemem.core.encoders import Encoder
+from agemem.core.ltm import ScopeIndex
 from agemem.core.memory import DEFAULT_SCOPE, MemoryEntry, MemoryResult, count_message, unknown_id_message
 
 INITIAL_STEP = -1
@@ -105,14 +107,14 @@ def record_id(step: int, position: int, task_id: str, source: str) -> str:
 
 
 class MemoryBank:
-    """Records in insertion order with their query embeddings; retrieval by similarity or recency."""
+    """Records in insertion order, their query embeddings on a :class:`~agemem.core.ltm.ScopeIndex` (the long-term
+    memory's index: one vector search, one metadata index); retrieval by similarity or recency."""
 
     def __init__(self, encoder: Encoder):
         self.encoder = encoder
         self._records: dict[str, Record] = {}
-        self._vectors: dict[str, np.ndarray] = {}
+        self._index = ScopeIndex(encoder.dim)
         self._issued: set[str] = set()  # every id ever added, deleted ones included: never handed out again
-        self._matrix_ND: np.ndarray | None = None  # rows in insertion order; rebuilt after a change
 
     # ------------------------------------------------------------------ contents
     def __len__(self) -> int:
@@ -134,10 +136,10 @@ class MemoryBank:
         """Insert ``record`` (its query embedded unless ``vector_D`` is given); an id already present is an error."""
         if record.id in self._records:
             raise ValueError(f"record id {record.id} is already in the bank")
-        self._vectors[record.id] = self.embed([record.query])[0] if vector_D is None else vector_D
+        vector = self.embed([record.query])[0] if vector_D is None else np.asarray(vector_D, dtype=np.float32)
+        self._index.insert(MemoryEntry(record.id, record.query, vector, dict(record.metadata)))
         self._records[record.id] = record
         self._issued.add(record.id)
-        self._matrix_ND = None
         return record
 
     def add_many(self, records: Sequence[Record]) -> None:
@@ -155,10 +157,16 @@ class MemoryBank:
             candidate = record_id(step, position, task_id, source)
         return candidate
 
+    def revise(self, record_id: str, execution: str, metadata: dict[str, Any]) -> Record:
+        """Rewrite a record's execution and metadata (an agent's Update); its query, and so its vector, stay."""
+        record = self._records[record_id]
+        record.execution, record.metadata = execution, metadata
+        self._index.replace(MemoryEntry(record.id, record.query, self.vector(record.id), dict(metadata)))
+        return record
+
     def delete(self, record_id: str) -> Record:
         record = self._records.pop(record_id)
-        del self._vectors[record_id]
-        self._matrix_ND = None
+        self._index.remove(record_id)
         return record
 
     # ------------------------------------------------------------------ vectors
@@ -166,27 +174,25 @@ class MemoryBank:
         return np.asarray(self.encoder.encode(list(texts)), dtype=np.float32)
 
     def vector(self, record_id: str) -> np.ndarray:
-        return self._vectors[record_id]
+        return self._index.vector(record_id)
 
     def matrix(self) -> np.ndarray:
         """``[N, D]`` query embeddings in insertion order."""
-        if self._matrix_ND is None:
-            dim = self.encoder.dim
-            rows = [self._vectors[i] for i in self._records]
-            self._matrix_ND = np.stack(rows) if rows else np.zeros((0, dim), dtype=np.float32)
-        return self._matrix_ND
+        rows = [self._index.row_of[i] for i in self._records]
+        return self._index.vectors_CD[rows] if rows else np.zeros((0, self.encoder.dim), dtype=np.float32)
 
     # ------------------------------------------------------------------ retrieval
-    def similar(self, query_D: np.ndarray, k: int) -> list[Retrieved]:
-        """The ``k`` records whose query is most cosine-similar to ``query_D``, best first; equal similarities go
-        to the newer record (the fresher experience)."""
+    def similar(self, query_D: np.ndarray, k: int, metadata_filter: dict[str, Any] | None = None) -> list[Retrieved]:
+        """The ``k`` records whose query is most cosine-similar to ``query_D`` (of those whose metadata match
+        ``metadata_filter``, as long-term memory filters), best first; equal similarities go to the newer record
+        (the fresher experience)."""
         if k < 1 or not self._records:
             return []
-        scores_N = self.matrix() @ query_D
-        records = list(self._records.values())
-        newest_first_N = -np.arange(len(records))  # insertion order: a later record sorts first among equals
-        order = np.lexsort((newest_first_N, -scores_N))[:k]
-        return [Retrieved(records[i], float(scores_N[i])) for i in order]
+        rows_M = self._index.candidate_rows(metadata_filter) if metadata_filter else None
+        rows_k, scores_k = self._index.search(query_D, k, rows_M, ties="newer")
+        return [
+            Retrieved(self._records[self._index.row_ids[row]], float(score)) for row, score in zip(rows_k, scores_k)
+        ]
 
     def recent(self, query_D: np.ndarray, k: int) -> list[Retrieved]:
         """The ``k`` most recently written records, newest first, with their similarity to ``query_D``."""
@@ -236,8 +242,7 @@ class BankMemory:
         record = self.bank.get(memory_id)
         if record is None:
             return MemoryResult("update", False, message=unknown_id_message(memory_id, self.bank.ids()))
-        record.execution = content
-        record.metadata = {**record.metadata, **(metadata or {})}
+        self.bank.revise(memory_id, content, {**record.metadata, **(metadata or {})})
         return MemoryResult("update", True, [self._entry(record)], message=f"updated {memory_id}")
 
     def delete(self, memory_id: str, *, scope: str = DEFAULT_SCOPE) -> MemoryResult:
@@ -259,9 +264,7 @@ class BankMemory:
         """The records whose query is most similar to ``query``; an agent's search, so no usage is noted."""
         if not len(self.bank):
             return MemoryResult("retrieve", True, message="long-term memory is empty")
-        found = self.bank.similar(self.bank.embed([query])[0], len(self.bank) if metadata_filter else top_k)
-        if metadata_filter:
-            found = [r for r in found if _matches(r.record.metadata, metadata_filter)][:top_k]
+        found = self.bank.similar(self.bank.embed([query])[0], top_k, metadata_filter)
         entries = [self._entry(r.record) for r in found]
         return MemoryResult(
             "retrieve", True, entries, [r.similarity for r in found], message=count_message(len(entries), "retrieved")
@@ -283,14 +286,3 @@ class BankMemory:
     def _own_record(self, content: str, metadata: dict[str, Any]) -> Record:
         record_id = self.bank.unique_id(len(self.written), 0, "", "policy")
         return self.bank.add(Record(record_id, content, content, "", INITIAL_STEP, "policy", metadata=metadata))
-
-
-def _matches(metadata: dict[str, Any], metadata_filter: dict[str, Any]) -> bool:
-    """Every filter key equal (a list in the filter: any of its values; a list in the metadata: contains it)."""
-    for key, wanted in metadata_filter.items():
-        have = metadata.get(key)
-        options = wanted if isinstance(wanted, list) else [wanted]
-        values = have if isinstance(have, list) else [have]
-        if not any(option in values for option in options):
-            return False
-    return True

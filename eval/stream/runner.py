@@ -327,7 +327,7 @@ class StreamState:
             record = self.bank.get(update["id"])
             if record is None:
                 raise ValueError(f"step {step} rewrites {update['id']}, which is not in the rebuilt bank")
-            record.execution, record.metadata = update["execution"], update["metadata"]
+            self.bank.revise(record.id, update["execution"], update["metadata"])
         for deletion in deletions:
             if deletion["id"] not in self.bank:
                 raise ValueError(f"step {step} deletes {deletion['id']}, which is not in the rebuilt bank")
