@@ -49,7 +49,7 @@ from agemem.eval.variants import apply_variant
 from agemem.rewards.base import AnswerItem, Judge, MemoryItem
 from agemem.rewards.judges import exact_match, f1_score
 from agemem.rollouts.build import build_driver, distractors_for
-from agemem.tasks import get_task, load_task_pool, task_for_source
+from agemem.tasks import get_task, load_task_pool, source_of, task_for_source
 from agemem.tasks.qa import QATask
 
 if TYPE_CHECKING:
@@ -247,8 +247,12 @@ class QuestionSession:
 
 def with_source(config: EvalRunConfig, task: QATask) -> EvalRunConfig:
     """``config`` with ``data.source`` naming ``task``: kept when it already does (a HotpotQA file for hotpotqa), set
-    to the task's name when it is the default; a source of another environment is a :class:`ConfigError`."""
-    source = config.data.source
+    to the task's name when it is the default, and a location no task claims (``agemem eval hotpotqa --data
+    dev.json``) is the benchmark's own (``hotpotqa:dev.json``); a source of another environment is a
+    :class:`ConfigError`."""
+    source = source_of(task.name, config.data.source)
+    if source != config.data.source:
+        return replace(config, data=replace(config.data, source=source))
     owner = task_for_source(source)
     if owner is task:
         return config

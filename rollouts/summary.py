@@ -1,6 +1,6 @@
 """What `agemem rollout` reports: the behaviour summary, its table, the rewrite.
 
-The command itself, ``run_rollouts``, is :func:`agemem.tasks.run.run_rollouts` (it needs the task registry).
+The command itself, ``run_rollouts``, is :func:`agemem.tasks.rollout.run_rollouts` (it needs the task registry).
 Rewards are not computed here (rollouts/ does not score): the caller scores with a
 :class:`agemem.rewards.base.TrajectoryScorer`, and the scored trajectories replace the file in one rename.
 """

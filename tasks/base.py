@@ -1,7 +1,8 @@
 """The task seam: what a task is to the trainer and the rollout CLI, and the registry that names them.
 
 A task registers one :class:`TaskSpec` under its name (``register_task``); ``data.source`` picks it
-(:func:`task_for_source`: a registered name, or a source a task accepts, such as a HotpotQA file or hub id).
+(:func:`task_for_source`: a registered name, or ``<name>:<location>`` for a file, folder or hub id of its data,
+e.g. ``hotpotqa:/data/hotpot_dev.json``).
 A spec says
 
 * how its items load (:meth:`TaskSpec.load`, from the whole config: ``data.*``, its own section ``<name>.*``);
@@ -163,17 +164,40 @@ def get_task(name: str) -> TaskSpec:
         ) from None
 
 
+def source_location(source: str) -> tuple[str, str]:
+    """``data.source`` as ``(task name, location)``: ``hotpotqa:/data/dev.json`` → ``("hotpotqa", "/data/dev.json")``
+    when the part before the first colon is a registered task; else ``("", source)``."""
+    name, colon, location = source.partition(":")
+    return (name, location) if colon and location and name in _REGISTRY else ("", source)
+
+
+def claimed(source: str) -> bool:
+    """Whether ``data.source`` names a task: a registered name, ``<task>:<location>``, or a source a task accepts."""
+    return source in _REGISTRY or bool(source_location(source)[0]) or any(s.accepts(source) for s in _REGISTRY.values())
+
+
+def source_of(task_name: str, source: str) -> str:
+    """``source`` given to task ``task_name`` (``agemem eval hotpotqa --data dev.json``): kept when it names a task,
+    else that task's location (``hotpotqa:dev.json``)."""
+    return source if claimed(source) else f"{task_name}:{source}"
+
+
 def task_for_source(source: str) -> TaskSpec:
-    """The task ``data.source`` names: a registered name, else the task that accepts the source."""
+    """The task ``data.source`` names: a registered name; ``<task>:<location>`` (a file, folder or hub id of that
+    task's data); else the task whose :meth:`TaskSpec.accepts` claims the source (narrowly: HotpotQA claims
+    ``bundled:hotpotqa`` and locations whose name says hotpot)."""
     if source in _REGISTRY:
         return _REGISTRY[source]
+    name, _ = source_location(source)
+    if name:
+        return _REGISTRY[name]
     for name in task_names():
         if _REGISTRY[name].accepts(source):
             return _REGISTRY[name]
     raise ConfigError(
-        f"data.source={source!r} names no task; known tasks: {', '.join(task_names())} (hotpotqa also takes a "
-        "HotpotQA JSON file, a datasets directory, a hub id such as hotpotqa/hotpot_qa, or bundled:hotpotqa). "
-        "Fix data.source, or register a task with agemem.tasks.register_task(spec)"
+        f"data.source={source!r} names no task; known tasks: {', '.join(task_names())}. A file, folder or hub id "
+        "is written <task>:<location>, e.g. hotpotqa:/data/dev.json or hotpotqa:hotpotqa/hotpot_qa. Fix "
+        "data.source, or register a task with agemem.tasks.register_task(spec)"
     )
 
 

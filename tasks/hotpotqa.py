@@ -260,14 +260,21 @@ BUNDLED = "bundled:hotpotqa"
 
 
 def is_hotpotqa_source(source: str) -> bool:
-    """A path, a ``bundled:`` name or a hub id (``owner/name``): whatever is not a bare word."""
-    return any(mark in source for mark in ("/", ":", ".", "\\", "~"))
+    """``bundled:hotpotqa``, or a file, folder or hub id whose name says hotpot (``/data/hotpot_dev.json``,
+    ``hotpotqa/hotpot_qa``). Any other location is written ``hotpotqa:<location>``: a bare path is not claimed, so
+    another environment's file is never read as HotpotQA."""
+    return source == BUNDLED or "hotpot" in source.lower()
+
+
+def hotpotqa_location(source: str) -> str:
+    """What :func:`load_hotpotqa` reads for ``data.source``: the bundled sample for ``hotpotqa``, the location of
+    ``hotpotqa:<location>``, else the source itself."""
+    return BUNDLED if source == "hotpotqa" else source.removeprefix("hotpotqa:")
 
 
 def load_hotpotqa_tasks(config: TaskRunConfig) -> list[Task]:
     data = config.data
-    source = BUNDLED if data.source == "hotpotqa" else data.source
-    return load_hotpotqa(source, split=data.split, hub_config=data.hub_config)
+    return load_hotpotqa(hotpotqa_location(data.source), split=data.split, hub_config=data.hub_config)
 
 
 def hotpotqa_item(task: Task, show_context: bool) -> StreamItem:

@@ -43,7 +43,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_rollout(args: argparse.Namespace) -> int:
-    from agemem.tasks.run import run_rollouts, task_scorer
+    from agemem.tasks.rollout import run_rollouts, task_scorer
 
     config = load_command_config("rollout", args.config, args.overrides)
     run_rollouts(config, args.out, make_scorer=None if args.no_rewards else task_scorer(config))

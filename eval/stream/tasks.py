@@ -20,7 +20,7 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from agemem.core.configlib import ConfigError
@@ -175,10 +175,12 @@ def _qa(config: StreamRunConfig, name: str, items: list[StreamItem], answers: li
 def build_task(config: StreamRunConfig) -> StreamTask:
     """The stream ``stream.task`` names: the items its environment registers (:class:`agemem.tasks.stream.StreamSpec`),
     played as questions or as games."""
-    from agemem.tasks import stream_of
+    from agemem.tasks import source_of, stream_of
 
     name = config.stream.task
     spec = stream_of(name)
+    if spec.kind == "qa":  # `--data dev.json` of a QA stream is that environment's file (hotpotqa:dev.json)
+        config = replace(config, data=replace(config.data, source=source_of(name, config.data.source)))
     items = spec.items(config)
     if not items:
         raise ConfigError(f"stream.task={name!r} gave no items; check its data settings (data.source, {name}.split)")

@@ -192,9 +192,9 @@ def test_bad_benchmarks_and_variants_are_errors_naming_the_choices(tmp_path, cap
     for argv, message in (
         (
             ["--benchmark", "hotpotqa", "--benchmark", "nope"],
-            "unknown benchmark 'nope'; choose one of alfworld, babyai, hotpotqa, pddl, sciworld",
+            "unknown benchmark 'nope'; choose one of alfworld, babyai, frozenlake, hotpotqa, pddl, sciworld",
         ),
-        ([], "name at least one --benchmark; choose from alfworld, babyai, hotpotqa, pddl, sciworld"),
+        ([], "name at least one --benchmark; choose from alfworld, babyai, frozenlake, hotpotqa, pddl, sciworld"),
         (["--benchmark", "hotpotqa", "--benchmark", "hotpotqa"], "hotpotqa given twice"),
         (["--benchmark", "hotpotqa", "--variant", "mem1"], "invalid choice: 'mem1' (choose from"),
     ):

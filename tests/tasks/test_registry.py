@@ -10,17 +10,28 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
 
 from agemem.core.config import RolloutConfig
 from agemem.core.configlib import ConfigError, load_config
+from agemem.core.resources import BUNDLED as BUNDLED_FILES
 from agemem.entrypoints.roots import AgeMemConfig
 from agemem.rollouts.driver import EpisodeFactory
 from agemem.rollouts.episode import Episode, Stages
 from agemem.rollouts.records import Task, Trajectory, read_trajectories
-from agemem.tasks import get_task, load_task_pool, load_tasks, register_task, task_for_source, task_names
+from agemem.tasks import (
+    get_task,
+    load_task_pool,
+    load_tasks,
+    register_task,
+    source_of,
+    task_for_source,
+    task_names,
+)
 from agemem.tasks.base import unregister_task
 from agemem.tasks.hotpotqa import load_hotpotqa
-from agemem.tasks.run import run_rollouts, task_scorer
+from agemem.tasks.rollout import run_rollouts, task_scorer
 from agemem.tasks.synthetic import generate_synthetic_tasks
 
 
@@ -49,6 +60,31 @@ def test_an_unknown_task_names_the_known_ones_and_the_fix():
         task_for_source("synthtic")
     with pytest.raises(ValueError, match="registered already"):
         register_task(replace(get_task("synthetic")))
+
+
+@pytest.mark.parametrize("task", ["hotpotqa", "synthetic", "pddl"])
+@given(location=st.text(st.characters(min_codepoint=33, max_codepoint=126), min_size=1, max_size=30))
+def test_a_location_names_its_task_and_no_other_environment_s_file_is_read_as_hotpotqa(task, location):
+    # <task>:<location> always picks the task, whatever the location holds
+    assert task_for_source(f"{task}:{location}").name == task
+    assert source_of(task, f"{task}:{location}") == f"{task}:{location}"
+    assume(location not in task_names() and ":" not in location and "hotpot" not in location.lower())
+    # a bare location names no task (only one whose name says hotpot is HotpotQA's): the error shows the form
+    with pytest.raises(ConfigError, match=r"names no task.*<task>:<location>, e\.g\. hotpotqa:/data/dev\.json"):
+        task_for_source(location)
+    assert source_of(task, location) == f"{task}:{location}"  # `agemem eval <task> --data LOCATION`
+
+
+def test_a_hotpotqa_location_loads_what_the_loader_reads_there():
+    from agemem.tasks.hotpotqa import BUNDLED, hotpotqa_location
+
+    sample = str(BUNDLED_FILES["hotpotqa"])
+    config = load_config(AgeMemConfig, overrides=[f"data.source=hotpotqa:{sample}", "data.limit=3"])
+    assert hotpotqa_location(config.data.source) == sample and hotpotqa_location("hotpotqa") == BUNDLED
+    assert [t.id for t in load_tasks(config)] == [t.id for t in load_hotpotqa(sample)[:3]]
+    for other_environment_file in ("/data/locomo10.json", "trivia.jsonl", "synthetic.", "./runs/x"):
+        with pytest.raises(ConfigError, match="names no task"):
+            task_for_source(other_environment_file)
 
 
 def _qa_oracle(data):
