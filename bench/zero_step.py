@@ -53,7 +53,7 @@ def worker(args: argparse.Namespace) -> None:
     import torch
     from transformers import get_scheduler
 
-    from agemem.core.config import PolicyConfig
+    from agemem.rollouts.config import PolicyConfig
     from agemem.rollouts.policy import load_policy
     from agemem.train.config import GRPOConfig, TrainConfig
     from agemem.train.distributed import build_accelerator, configure_deepspeed, describe

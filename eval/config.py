@@ -96,8 +96,14 @@ class EvalRunConfig(TaskRunConfig):
 
     def validate(self) -> None:
         super().validate()
-        if self.eval.rag_top_k > self.env.ltm.max_top_k:
-            raise ConfigError(
-                f"eval.rag_top_k={self.eval.rag_top_k} exceeds env.ltm.max_top_k={self.env.ltm.max_top_k}; "
-                "lower the first or raise the second"
-            )
+        rag_fits_the_store(self)
+
+
+def rag_fits_the_store(config: EvalRunConfig) -> None:
+    """``eval.rag_top_k <= env.ltm.max_top_k``: the RAG variants retrieve that many entries per question, and the
+    store refuses more than its maximum."""
+    if config.eval.rag_top_k > config.env.ltm.max_top_k:
+        raise ConfigError(
+            f"eval.rag_top_k={config.eval.rag_top_k} exceeds env.ltm.max_top_k={config.env.ltm.max_top_k}; "
+            "lower the first or raise the second"
+        )

@@ -29,12 +29,12 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from agemem.core.config import PolicyConfig
 from agemem.core.configlib import ConfigError, validate_tree
 from agemem.core.resources import looks_like_path
 from agemem.core.runs import latest_checkpoint
 from agemem.eval.config import EvalRunConfig
 from agemem.eval.report import slug, unique_labels
+from agemem.rollouts.config import PolicyConfig
 from agemem.rollouts.policy import TINY_POLICY
 
 if TYPE_CHECKING:

@@ -29,7 +29,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agemem.core.config import DataConfig
 from agemem.core.configlib import ConfigError, to_dict
 from agemem.eval import metrics
 from agemem.eval.config import EvalRunConfig
@@ -50,6 +49,7 @@ from agemem.rewards.base import AnswerItem, Judge, MemoryItem
 from agemem.rewards.judges import exact_match, f1_score
 from agemem.rollouts.build import build_driver, distractors_for
 from agemem.tasks import get_task, load_task_pool, source_of, task_for_source
+from agemem.tasks.base import DataConfig
 from agemem.tasks.qa import QATask
 
 if TYPE_CHECKING:

@@ -7,14 +7,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agemem.core.config import JudgeConfig, PolicyConfig, RewardConfig
 from agemem.core.configlib import ConfigError
 from agemem.core.files import cache_setting_dir
 from agemem.core.httpclient import ChatClient
 from agemem.rewards.base import Judge
 from agemem.rewards.composite import mean_breakdown, score_trajectories
+from agemem.rewards.config import JudgeConfig, RewardConfig
 from agemem.rewards.judges import LLMJudge, RuleJudge, TransformersJudge
 from agemem.rewards.registry import check_term_weights
+from agemem.rollouts.config import PolicyConfig
 
 if TYPE_CHECKING:
     from agemem.core.encoders import Encoder

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from agemem.core.config import RewardConfig
 from agemem.rewards import terms
 from agemem.rewards.base import AnswerItem, Judge, MemoryItem, RelevanceItem
+from agemem.rewards.config import RewardConfig
 from agemem.rewards.registry import extra_terms
 from agemem.rollouts.records import Step, Task, Trajectory
 

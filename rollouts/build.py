@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from agemem.core.config import DistractorConfig, EngineConfig, EnvConfig, RolloutConfig, SamplingConfig
+from agemem.core.config import EnvConfig
 from agemem.core.encoders import Encoder
 from agemem.core.env import EnvResources
+from agemem.rollouts.config import DistractorConfig, EngineConfig, RolloutConfig, SamplingConfig
 from agemem.rollouts.distractors import build_distractor_generator, distractor_cache, prepare_distractors
 from agemem.rollouts.driver import EpisodeFactory, RolloutDriver
 from agemem.rollouts.engines.base import Engine, SamplingParams

@@ -25,12 +25,12 @@ from typing import Protocol
 import numpy as np
 from tqdm.auto import tqdm
 
-from agemem.core.config import DistractorConfig
 from agemem.core.configlib import ConfigError
 from agemem.core.encoders import Encoder
 from agemem.core.files import atomic_open, cache_setting_dir
 from agemem.core.summarizers import ChatGenerate
 from agemem.core.text import contains_answer, strip_thinking
+from agemem.rollouts.config import DistractorConfig
 from agemem.rollouts.messages import casual, task_rng
 from agemem.rollouts.records import Task
 

@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 from tqdm.auto import tqdm
 
 from agemem.core.chat import end_of_turn_ids
-from agemem.core.config import RolloutConfig
 from agemem.core.env import EnvResources, MemoryEnv
 from agemem.core.summarizers import LLMSummarizer
+from agemem.rollouts.config import RolloutConfig
 from agemem.rollouts.engines.base import Engine, SamplingParams
 from agemem.rollouts.episode import Episode, EpisodeRun, EpisodeSetup, GenerationRequest, known_texts
 from agemem.rollouts.records import Trajectory, TrajectoryWriter

@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agemem.core.chat import encode_chat
-from agemem.core.config import RolloutConfig
 from agemem.core.context import Message
 from agemem.core.env import MemoryEnv, StepEvents, StepResult
 from agemem.core.summarizers import LLMSummarizer, SummarizerError
 from agemem.core.tools import PAPER_STAGE_TOOLS
+from agemem.rollouts.config import RolloutConfig
 from agemem.rollouts.engines.base import Completion
 from agemem.rollouts.messages import stage1_messages
 from agemem.rollouts.records import EndedBy, Step, StepKind, Trajectory

@@ -10,9 +10,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from agemem.core.chat import load_tokenizer
-from agemem.core.config import BUNDLED_TOKENIZER, PolicyConfig
+from agemem.core.config import BUNDLED_TOKENIZER
 from agemem.core.configlib import ConfigError
 from agemem.core.resources import require_local_folder, resolve
+from agemem.rollouts.config import PolicyConfig
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase

@@ -23,19 +23,77 @@ come from that one registration.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from agemem.core.configlib import ConfigError
 
 if TYPE_CHECKING:
-    from agemem.core.config import AgentConfig, RolloutConfig
     from agemem.core.encoders import Encoder
     from agemem.rewards.base import TrajectoryScorer
+    from agemem.rollouts.config import RolloutConfig
     from agemem.rollouts.driver import EpisodeFactory
     from agemem.rollouts.episode import Stages
     from agemem.rollouts.records import Task
     from agemem.tasks.stream import StreamSpec
+
+
+@dataclass
+class SyntheticConfig:
+    num_tasks: int = 64
+    """tasks generated."""
+    seed: int = 0
+    """generator seed: the same seed gives the same tasks."""
+    entities_per_task: int = 3
+    """invented people per task, one Stage-1 paragraph each."""
+    attributes_per_entity: int = 3
+    """facts stated about each person (the question asks one of them)."""
+    distractors_per_task: int = 5
+    """look-alike distractor texts each task carries (distractors.generator=task plays them)."""
+    revisions: int = 0
+    """stated facts that a later Stage-1 message changes ("... has moved to Lima."); the question then asks the
+    current value of one of them, so a stale memory must be updated or deleted. 0 = facts never change."""
+    distractor_sentences: int = 1
+    """look-alike sentences in each distractor text (one Stage-2 message): more make a long Stage 2."""
+    revised_question_share: float = 1.0
+    """with revisions: the share of questions that ask a changed fact; the rest ask an unchanged one (any person's),
+    so storing only the change fails them and a deleted or overwritten entry loses its other facts."""
+
+    def validate(self) -> None:
+        if self.num_tasks < 1:
+            raise ConfigError(f"num_tasks={self.num_tasks} must be >= 1")
+        if not 0.0 <= self.revised_question_share <= 1.0:
+            raise ConfigError(
+                f"revised_question_share={self.revised_question_share} must be in [0, 1] "
+                "(1: every question asks a changed fact)"
+            )
+
+
+@dataclass
+class DataConfig:
+    source: str = "bundled:hotpotqa"
+    """a registered task (hotpotqa, synthetic, alfworld: agemem.tasks.task_names()), or what the hotpotqa task reads:
+    a HotpotQA JSON file, a `datasets` directory, a hub id such as hotpotqa/hotpot_qa. Checked against the task
+    registry when the run loads its tasks (agemem.tasks.task_for_source; core cannot import the registry)."""
+    split: str = "validation"
+    """split for `datasets` sources."""
+    hub_config: str = "distractor"
+    """hub dataset config (HotpotQA: distractor or fullwiki)."""
+    limit: int = 0
+    """use the first N tasks; 0 = all."""
+    synthetic: SyntheticConfig = field(default_factory=SyntheticConfig)
+    """settings of source=synthetic."""
+
+    def validate(self) -> None:
+        if self.limit < 0:
+            raise ConfigError(f"limit={self.limit} must be >= 0 (0 = all tasks)")
+
+
+class RunConfig(Protocol):
+    """What a task reads of a command's config: ``data``, the shared sections and its own section ``<name>`` (the
+    roots that play tasks extend :class:`agemem.tasks.config.TaskRunConfig`)."""
+
+    data: DataConfig
 
 
 @dataclass(frozen=True)
@@ -83,11 +141,11 @@ class TaskSpec(Protocol):
         """Whether ``data.source`` (other than a registered name) means this task, e.g. a HotpotQA file."""
         ...
 
-    def configure(self, config: AgentConfig) -> AgentConfig:
+    def configure(self, config: RunConfig) -> RunConfig:
         """``config`` as the task's runs need it (return it unchanged when nothing is needed)."""
         ...
 
-    def load(self, config: AgentConfig) -> list[Task]:
+    def load(self, config: RunConfig) -> list[Task]:
         """Every item of the configured split, in a fixed order (``data.limit`` is applied by the caller)."""
         ...
 
@@ -95,11 +153,11 @@ class TaskSpec(Protocol):
         """What Stage 1, 2 and 3 show for ``task``."""
         ...
 
-    def episodes(self, config: AgentConfig) -> EpisodeFactory:
+    def episodes(self, config: RunConfig) -> EpisodeFactory:
         """How one rollout of a task plays: ``(task, distractors, env, setup, rollout_index) -> episode run``."""
         ...
 
-    def scorer(self, config: AgentConfig, encoder: Encoder | None) -> TrajectoryScorer:
+    def scorer(self, config: RunConfig, encoder: Encoder | None) -> TrajectoryScorer:
         """Fills ``trajectory.reward`` with the composite breakdown (``total`` is the reward GRPO uses)."""
         ...
 
@@ -201,13 +259,13 @@ def task_for_source(source: str) -> TaskSpec:
     )
 
 
-def load_tasks(config: AgentConfig, *, apply_limit: bool = True) -> list[Task]:
+def load_tasks(config: RunConfig, *, apply_limit: bool = True) -> list[Task]:
     """The items of the task ``data.source`` names (the first ``data.limit`` unless ``apply_limit=False``)."""
     tasks = task_for_source(config.data.source).load(config)
     return tasks[: config.data.limit] if config.data.limit and apply_limit else tasks
 
 
-def load_task_pool(config: AgentConfig) -> tuple[list[Task], list[Task]]:
+def load_task_pool(config: RunConfig) -> tuple[list[Task], list[Task]]:
     """``(tasks, pool)``: the first ``data.limit`` items to play and every item (the corpus distractor pool)."""
     pool = load_tasks(config, apply_limit=False)
     return (pool[: config.data.limit] if config.data.limit else pool), pool

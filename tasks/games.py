@@ -22,12 +22,12 @@ from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from agemem.core.config import RewardConfig
 from agemem.core.configlib import ConfigError
 from agemem.core.env import EpisodeStats, MemoryEnv
 from agemem.rewards.base import Judge, RelevanceItem
 from agemem.rewards.build import build_judge
 from agemem.rewards.composite import mean_breakdown, reward_breakdown
+from agemem.rewards.config import RewardConfig
 from agemem.rollouts.driver import EpisodeFactory
 from agemem.rollouts.engines.base import Completion
 from agemem.rollouts.episode import Episode, EpisodeOverError, EpisodeSetup, GenerationRequest, Stages
@@ -36,8 +36,8 @@ from agemem.tasks.base import Evaluation, register_task, unregister_task
 from agemem.tasks.textgame import GameConfig, GameRef, GameState, GameSuite, TextGame
 
 if TYPE_CHECKING:
-    from agemem.core.config import RolloutConfig
     from agemem.core.encoders import Encoder
+    from agemem.rollouts.config import RolloutConfig
     from agemem.tasks.config import TaskRunConfig
     from agemem.tasks.stream import StreamSpec
 

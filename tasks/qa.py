@@ -12,8 +12,8 @@ from agemem.rollouts.driver import EpisodeFactory, three_stage_episode
 from agemem.rollouts.episode import Stages, qa_stages
 
 if TYPE_CHECKING:
-    from agemem.core.config import RolloutConfig
     from agemem.core.encoders import Encoder
+    from agemem.rollouts.config import RolloutConfig
     from agemem.rollouts.records import Task
     from agemem.tasks.base import Evaluation
     from agemem.tasks.config import TaskRunConfig

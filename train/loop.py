@@ -28,7 +28,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agemem.core.config import PolicyConfig
 from agemem.core.configlib import ConfigError, to_dict
 from agemem.core.devicemem import CudaPeaks
 from agemem.core.hostmem import (
@@ -49,6 +48,7 @@ from agemem.core.runs import (
 )
 from agemem.rewards.base import TrajectoryScorer
 from agemem.rollouts.build import build_driver, build_engine, build_resources
+from agemem.rollouts.config import PolicyConfig
 from agemem.rollouts.distractors import build_distractor_generator, distractor_cache, prepare_distractors
 from agemem.rollouts.driver import RolloutAbandonedError
 from agemem.rollouts.engines.base import EngineError, derive_seed

@@ -2,7 +2,7 @@
 
 Used by ``agemem plan`` (:mod:`agemem.train.plan`). Nothing is loaded: the dimensions come from a local
 ``config.json``, the Hugging Face cache, a built-in table of the models our configs name, or the tiny model's
-:class:`~agemem.core.config.PolicyConfig`.
+:class:`~agemem.rollouts.config.PolicyConfig`.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agemem.core.config import PolicyConfig
 from agemem.core.configlib import ConfigError
+from agemem.rollouts.config import PolicyConfig
 from agemem.train.config import LoRAConfig
 
 

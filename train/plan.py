@@ -5,7 +5,7 @@ holds: the policy's weights, gradients and optimizer state under the ZeRO stage,
 the vLLM share, the activations of one micro-batch of ``train.micro_batch_tokens`` padded tokens and a
 fixed runtime reserve. Nothing is loaded: the parameter count comes from the model's dimensions (a local
 ``config.json``, the Hugging Face cache, a built-in table of the models our configs name, or the tiny
-model's :class:`~agemem.core.config.PolicyConfig`).
+model's :class:`~agemem.rollouts.config.PolicyConfig`).
 
 Every component is live in some of three phases, and the verdict compares the largest phase with the GPU:
 

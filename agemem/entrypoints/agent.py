@@ -292,8 +292,8 @@ class MemoryAgent:
 
 def agent_sampling(settings: dict[str, Any], temperature: float | None, max_tokens: int | None) -> SamplingParams:
     """The export's trained sampling settings, with the caller's temperature and reply length."""
-    from agemem.core.config import SamplingConfig
     from agemem.rollouts.build import sampling_params
+    from agemem.rollouts.config import SamplingConfig
 
     config = from_dict(SamplingConfig, settings.get("sampling", {}), prefix="sampling.")
     if temperature is not None:

@@ -18,11 +18,11 @@ from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
 
-from agemem.core.config import AgentConfig
 from agemem.core.configlib import ConfigError
 from agemem.core.env import EnvResources, MemoryEnv, StepResult
 from agemem.core.resources import resolve
 from agemem.core.tools import LTM_TOOLS
+from agemem.tasks.config import AgentConfig
 
 
 @dataclass

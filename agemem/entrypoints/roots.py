@@ -1,6 +1,6 @@
 """One config root per command, and what a YAML file (or a run's ``config.json``) may hold.
 
-Each command reads its own root: the shared sections (:class:`agemem.core.config.AgentConfig`) plus the sections
+Each command reads its own root: the shared sections (:class:`agemem.tasks.config.AgentConfig`) plus the sections
 of the components it runs, each defined beside its component:
 
 | command | root |
@@ -31,14 +31,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from agemem.core.config import AgentConfig
 from agemem.core.configlib import ConfigError, from_dict, parse_override, read_yaml, set_dotted, to_dict
 from agemem.core.plugins import load_plugins, plugins_of
 from agemem.entrypoints.demo import DemoRunConfig
 from agemem.eval.config import EvalRunConfig
 from agemem.eval.stream.config import StreamRunConfig
 from agemem.recipes.learn import LearnRunConfig
-from agemem.tasks.config import TaskRunConfig, with_task_sections
+from agemem.tasks.config import AgentConfig, TaskRunConfig, with_task_sections
 from agemem.train.config import TrainRunConfig
 
 Root = TypeVar("Root", bound=AgentConfig)

@@ -174,7 +174,7 @@ def check_train(scale: Scale, work: Path, results: Path) -> dict[str, Any]:
     after = read_memory(reset=False)
     run = work / "train_run"
     metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
-    from agemem.core.config import PolicyConfig
+    from agemem.rollouts.config import PolicyConfig
 
     dims = resolve_model_dims(PolicyConfig(model=str(model_dir(TRAIN_MODEL, scale, work))))
     peak = peak_flops(results)
@@ -484,8 +484,9 @@ def check_logprobs(scale: Scale, work: Path, results: Path) -> dict[str, Any]:
     import torch
 
     from agemem.core.chat import render_chat
-    from agemem.core.config import BUNDLED_TOKENIZER, EngineConfig, PolicyConfig
+    from agemem.core.config import BUNDLED_TOKENIZER
     from agemem.rollouts.build import build_engine
+    from agemem.rollouts.config import EngineConfig, PolicyConfig
     from agemem.rollouts.engines.base import SamplingParams
     from agemem.rollouts.policy import cast_parameters, load_policy
     from agemem.tasks.hotpotqa import load_hotpotqa

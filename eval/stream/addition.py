@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from agemem.core.config import JudgeConfig
 from agemem.core.files import atomic_open
 from agemem.core.httpclient import ChatClient, HTTPRequestError
 from agemem.eval.stream.config import StreamConfig, StreamRunConfig
+from agemem.rewards.config import JudgeConfig
 from agemem.rewards.judges import parse_score
 
 if TYPE_CHECKING:
@@ -149,8 +149,8 @@ def build_coarse_judge(config: JudgeConfig) -> CoarseJudge:
     if config.backend == "openai":
         client = ChatClient.from_settings(config)
         return ModelCoarseJudge(client, f"llm:{config.model}", config.cache_dir)
-    from agemem.core.config import PolicyConfig
     from agemem.core.summarizers import TransformersChatGenerator
+    from agemem.rollouts.config import PolicyConfig
     from agemem.rollouts.policy import load_policy
 
     model, tokenizer = load_policy(PolicyConfig(model=config.model, device=config.device, dtype=config.dtype))

@@ -28,7 +28,7 @@ import inspect
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from agemem.core.config import EngineConfig
+from agemem.rollouts.config import EngineConfig
 from agemem.rollouts.engines.base import CallCounter, Completion, SamplingParams, derive_seed
 from agemem.rollouts.engines.prefix_cache import CachedPrefix, PrefixCache
 

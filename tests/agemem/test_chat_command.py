@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from agemem.core.config import PolicyConfig
 from agemem.entrypoints.export import ExportSettings, export_policy
 from agemem.recipes.learn.expert import parse_chatml
+from agemem.rollouts.config import PolicyConfig
 from agemem.rollouts.policy import load_policy
 from tests.agemem.memory_policy import scripted_reply
 from tests.fake_endpoint import FakeChatEndpoint

@@ -24,7 +24,7 @@ import common  # noqa: E402
 import kit  # noqa: E402
 import pack  # noqa: E402
 
-from agemem.core.config import PolicyConfig  # noqa: E402
+from agemem.rollouts.config import PolicyConfig  # noqa: E402
 from agemem.train.model_size import resolve_model_dims  # noqa: E402
 
 

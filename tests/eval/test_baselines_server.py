@@ -49,7 +49,7 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     """``(model folder, base URL)`` of a ``transformers serve`` process over the tiny random model."""
-    from agemem.core.config import PolicyConfig
+    from agemem.rollouts.config import PolicyConfig
     from agemem.rollouts.policy import TINY_POLICY, load_policy
 
     folder = tmp_path_factory.mktemp("tiny-qwen2")

@@ -176,8 +176,8 @@ def test_grpo_steps_on_real_games_change_the_weights(tmp_path, name):
     import torch
     from safetensors.torch import load_file
 
-    from agemem.core.config import PolicyConfig
     from agemem.entrypoints.cli import main
+    from agemem.rollouts.config import PolicyConfig
     from agemem.rollouts.policy import load_policy
     from agemem.rollouts.records import read_trajectories
 

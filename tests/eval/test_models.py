@@ -9,10 +9,10 @@ import pytest
 import torch
 
 from agemem.core.chat import load_tokenizer
-from agemem.core.config import PolicyConfig
 from agemem.core.configlib import ConfigError, load_config
 from agemem.entrypoints.roots import AgeMemConfig
 from agemem.eval.models import default_model, endpoint_tokenizer, load_model, resolve_model
+from agemem.rollouts.config import PolicyConfig
 from agemem.rollouts.policy import load_policy
 from agemem.train.config import LoRAConfig
 from agemem.train.policy import add_lora

@@ -7,7 +7,6 @@ import math
 
 import torch
 
-from agemem.core.config import PolicyConfig
 from agemem.recipes.learn.copy_task import (
     CopySettings,
     copy_batch,
@@ -18,6 +17,7 @@ from agemem.recipes.learn.copy_task import (
     word_span,
 )
 from agemem.recipes.learn.task_tokenizer import TAG_TOKENS, train_task_tokenizer
+from agemem.rollouts.config import PolicyConfig
 from agemem.rollouts.policy import tiny_qwen2_config
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 import torch
 
-from agemem.core.config import PolicyConfig
 from agemem.recipes.learn.expert import ExpertHabits
 from agemem.recipes.learn.sft import (
     SFTSettings,
@@ -17,6 +16,7 @@ from agemem.recipes.learn.sft import (
     warm_start_dataset,
 )
 from agemem.recipes.learn.task_tokenizer import train_task_tokenizer
+from agemem.rollouts.config import PolicyConfig
 from agemem.rollouts.policy import tiny_qwen2_config
 from agemem.tasks.synthetic import BY_NAME, generate_synthetic_tasks
 from tests.rollouts.scripted import play_expert

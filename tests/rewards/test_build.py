@@ -7,11 +7,11 @@ import re
 
 import pytest
 
-from agemem.core.config import JudgeConfig
 from agemem.core.configlib import ConfigError, load_config
 from agemem.entrypoints.roots import AgeMemConfig
 from agemem.rewards.base import AnswerItem, MemoryItem, RelevanceItem
 from agemem.rewards.build import build_judge, build_rule_judge, build_scorer
+from agemem.rewards.config import JudgeConfig
 from agemem.rewards.judges import LLMJudge, RuleJudge, TransformersJudge
 from tests.fake_endpoint import FakeChatEndpoint
 
@@ -100,7 +100,7 @@ def test_openai_backend_talks_to_the_endpoint_and_falls_back_to_the_configured_r
 
 
 def test_transformers_backend_loads_a_local_model_directory(tmp_path):
-    from agemem.core.config import PolicyConfig
+    from agemem.rollouts.config import PolicyConfig
     from agemem.rollouts.policy import load_policy
 
     model, tokenizer = load_policy(PolicyConfig(device="cpu"))

@@ -8,10 +8,10 @@ import json
 
 import pytest
 
-from agemem.core.config import RewardConfig
 from agemem.core.env import EpisodeStats, FilterRecord, MemoryOpRecord, SummaryRecord
 from agemem.rewards import terms
 from agemem.rewards.composite import reward_breakdown
+from agemem.rewards.config import RewardConfig
 from tests.rewards.test_terms import trajectory
 
 

@@ -7,7 +7,6 @@ from collections import Counter
 import pytest
 import torch
 
-from agemem.core.config import PolicyConfig
 from agemem.core.httpclient import ChatClient
 from agemem.core.text import normalize_answer
 from agemem.rewards.base import AnswerItem, Judge, MemoryItem, RelevanceItem
@@ -23,6 +22,7 @@ from agemem.rewards.judges import (
     judge_messages,
     parse_score,
 )
+from agemem.rollouts.config import PolicyConfig
 from agemem.tasks.hotpotqa import load_hotpotqa
 from tests.fake_endpoint import FakeChatEndpoint
 
@@ -304,8 +304,8 @@ def test_llm_judge_cache_avoids_a_second_request(endpoint, tmp_path):
 
 
 def test_judge_cache_dir_auto_is_the_users_cache_and_empty_is_none(tmp_path, monkeypatch):
-    from agemem.core.config import JudgeConfig
     from agemem.rewards.build import judge_cache_dir
+    from agemem.rewards.config import JudgeConfig
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert judge_cache_dir(JudgeConfig(cache_dir="auto")) == tmp_path / "xdg" / "agemem" / "judge"

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from agemem.core.config import RewardConfig
 from agemem.core.env import EpisodeStats, FilterRecord, MemoryOpRecord, RetrievalRecord, SummaryRecord
 from agemem.rewards import terms
 from agemem.rewards.composite import reward_breakdown, score_trajectories
+from agemem.rewards.config import RewardConfig
 from agemem.rollouts.records import Paragraph, Step, SupportingFact, Task, Trajectory
 
 

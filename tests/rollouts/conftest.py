@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from agemem.core.config import PolicyConfig
+from agemem.rollouts.config import PolicyConfig
 from agemem.rollouts.policy import load_policy
 
 

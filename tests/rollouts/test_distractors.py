@@ -9,8 +9,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from agemem.core.config import DistractorConfig
 from agemem.core.configlib import ConfigError
+from agemem.rollouts.config import DistractorConfig
 from agemem.rollouts.distractors import (
     CorpusDistractors,
     LLMDistractors,

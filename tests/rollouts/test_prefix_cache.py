@@ -9,10 +9,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from agemem.core.config import EngineConfig
 from agemem.core.configlib import ConfigError
 from agemem.entrypoints.roots import AgeMemConfig
 from agemem.rollouts.build import build_engine
+from agemem.rollouts.config import EngineConfig
 from agemem.rollouts.engines.base import SamplingParams
 from agemem.rollouts.engines.prefix_cache import BLOCK, CachedPrefix, PrefixCache
 from agemem.rollouts.engines.transformers_engine import TransformersEngine

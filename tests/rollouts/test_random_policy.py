@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from agemem.core.config import BUNDLED_TOKENIZER, PolicyConfig
+from agemem.core.config import BUNDLED_TOKENIZER
 from agemem.core.configlib import ConfigError
+from agemem.rollouts.config import PolicyConfig
 from agemem.rollouts.policy import load_policy
 from agemem.train.model_size import count_parameters, resolve_model_dims
 

@@ -18,8 +18,8 @@ import pytest
 import torch
 
 from agemem.core.chat import encode_chat, end_of_turn_ids, load_tokenizer
-from agemem.core.config import PolicyConfig
 from agemem.core.configlib import ConfigError
+from agemem.rollouts.config import PolicyConfig
 from agemem.rollouts.engines.base import Completion, Engine, SamplingParams, derive_seed
 from agemem.rollouts.engines.transformers_engine import TransformersEngine, cache_keyword, truncate_logits
 from agemem.rollouts.policy import TINY_POLICY, load_policy

@@ -58,7 +58,7 @@ def test_grpo_steps_on_real_games_change_the_weights(tmp_path):
         assert t.reward["task"] == float(t.meta["won"])
         assert not t.distractors and all(s.stage == 3 for s in t.steps)
 
-    from agemem.core.config import PolicyConfig
+    from agemem.rollouts.config import PolicyConfig
     from agemem.rollouts.policy import load_policy
 
     initial, _ = load_policy(PolicyConfig(device="cpu"))

@@ -13,10 +13,10 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from agemem.core.config import RolloutConfig
 from agemem.core.configlib import ConfigError, load_config
 from agemem.core.resources import BUNDLED as BUNDLED_FILES
 from agemem.entrypoints.roots import AgeMemConfig
+from agemem.rollouts.config import RolloutConfig
 from agemem.rollouts.driver import EpisodeFactory
 from agemem.rollouts.episode import Episode, Stages
 from agemem.rollouts.records import Task, Trajectory, read_trajectories

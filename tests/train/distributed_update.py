@@ -27,7 +27,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script, sys.path[0] is tests/train
 
-from agemem.core.config import PolicyConfig
+from agemem.rollouts.config import PolicyConfig
 from agemem.train.config import GRPOConfig, LoRAConfig, TrainConfig
 from agemem.train.samples import TrainSample
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from agemem.core.config import PolicyConfig
 from agemem.core.configlib import load_config
 from agemem.entrypoints.cli import main
 from agemem.entrypoints.roots import AgeMemConfig
+from agemem.rollouts.config import PolicyConfig
 from agemem.train import model_size
 from agemem.train import plan as plan_module
 from agemem.train.config import LoRAConfig

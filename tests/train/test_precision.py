@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from agemem.core.config import PolicyConfig
 from agemem.core.configlib import ConfigError, read_yaml
 from agemem.entrypoints.roots import load_command_config
+from agemem.rollouts.config import PolicyConfig
 from agemem.rollouts.policy import load_policy
 from agemem.train.config import LoRAConfig
 from agemem.train.policy import Precision, TokenLogprobs, add_lora, plan_precision

@@ -58,7 +58,7 @@ def test_the_cli_refuses_stale_training_before_contacting_the_server(tmp_path, c
 @pytest.fixture(scope="module")
 def initial_policy():
     """The tiny policy the runs below train, as its first step sees it: a server running it samples from π_θ_old."""
-    from agemem.core.config import PolicyConfig
+    from agemem.rollouts.config import PolicyConfig
     from agemem.rollouts.policy import load_policy
 
     model, _ = load_policy(PolicyConfig(device="cpu"))

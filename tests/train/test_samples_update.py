@@ -9,8 +9,8 @@ import random
 import pytest
 import torch
 
-from agemem.core.config import PolicyConfig
 from agemem.core.env import EpisodeStats
+from agemem.rollouts.config import PolicyConfig
 from agemem.rollouts.records import Step, Trajectory
 from agemem.train.config import GRPOConfig, TrainConfig
 from agemem.train.samples import build_samples, micro_batches, split_evenly

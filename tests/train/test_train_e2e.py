@@ -33,7 +33,7 @@ def test_training_writes_metrics_samples_and_checkpoints_and_changes_the_weights
     assert kept == ["step_000002", "step_000003"]  # keep_last=2 of tiny_cpu.yaml
     state = json.loads((out / "checkpoints" / "step_000003" / "trainer_state.json").read_text())
     assert state == {"step": 3, "tasks_seen": 6, "world_size": 1}
-    from agemem.core.config import PolicyConfig
+    from agemem.rollouts.config import PolicyConfig
     from agemem.rollouts.policy import load_policy
 
     initial, _ = load_policy(PolicyConfig(device="cpu"))

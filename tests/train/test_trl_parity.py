@@ -42,7 +42,7 @@ import torch
 
 pytest.importorskip("trl")
 
-from agemem.core.config import PolicyConfig
+from agemem.rollouts.config import PolicyConfig
 from agemem.rollouts.policy import load_policy
 from agemem.train.loss import grpo_token_loss
 from agemem.train.policy import TokenLogprobs

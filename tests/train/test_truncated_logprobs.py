@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from agemem.core.chat import end_of_turn_ids, load_tokenizer
-from agemem.core.config import PolicyConfig
+from agemem.rollouts.config import PolicyConfig
 from agemem.rollouts.engines.base import SamplingParams
 from agemem.rollouts.engines.transformers_engine import TransformersEngine
 from agemem.rollouts.policy import load_policy

@@ -77,7 +77,7 @@ def test_rollout_colocated(keep_logs: Path) -> None:
 def test_cpu_head_size_refused_with_the_fix() -> None:
     """The tiny default (head size 16) has no vLLM CPU attention kernel: refused before vLLM starts, naming
     the overrides that work."""
-    from agemem.core.config import PolicyConfig
+    from agemem.rollouts.config import PolicyConfig
     from agemem.rollouts.engines.base import EngineUnavailable
     from agemem.rollouts.engines.vllm_engine import VLLMEngine
     from agemem.rollouts.policy import load_policy
@@ -159,7 +159,7 @@ def serve_command(model_dir: Path, port: int) -> list[str]:
 @pytest.fixture
 def vllm_server(keep_logs: Path):
     """A server on a free 127.0.0.1 port serving the tiny policy (head size 64) saved to a directory."""
-    from agemem.core.config import PolicyConfig
+    from agemem.rollouts.config import PolicyConfig
     from agemem.rollouts.engines.vllm_engine import save_for_vllm
     from agemem.rollouts.policy import load_policy
 
