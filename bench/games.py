@@ -1,8 +1,8 @@
 """What the text-game environments cost on this machine, replaying each game's expert plan.
 
-For each suite (SciWorld, PDDL, BabyAI, and ALFWorld when its extra is importable and games are found) a fixed
-sample of its configured split (the default ``TaskRunConfig``, through :func:`agemem.tasks.games.load_games`): the
-first ``--per-type`` games of every task type. Each game is planned by the suite's expert (``GameSuite.expert``),
+For each suite (SciWorld, PDDL, BabyAI, FrozenLake, and ALFWorld when its extra is importable and games are found) a
+fixed sample of its configured split (the default ``TaskRunConfig``, through :func:`agemem.tasks.games.load_games`):
+the first ``--per-type`` games of every task type. Each game is planned by the suite's expert (``GameSuite.expert``),
 then opened, reset and the plan replayed as :class:`~agemem.tasks.games.GameEpisode` would send it (the command
 normalised; on a strict suite, one outside the listed actions is refused without a step). Measured:
 
@@ -46,7 +46,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-SUITES = ("sciworld", "pddl", "babyai", "alfworld")
+SUITES = ("sciworld", "pddl", "babyai", "frozenlake", "alfworld")
 SKIPPED_TYPES = {"sciworld": {"genetics": "expert planning takes 20-65 s per game (--with-genetics plays it)"}}
 """task types left out by default, with why."""
 STEP_CAP = 30
