@@ -72,9 +72,9 @@ class SyntheticConfig:
 @dataclass
 class DataConfig:
     source: str = "bundled:hotpotqa"
-    """a registered task (hotpotqa, synthetic, alfworld: agemem.tasks.task_names()), or what the hotpotqa task reads:
-    a HotpotQA JSON file, a `datasets` directory, a hub id such as hotpotqa/hotpot_qa. Checked against the task
-    registry when the run loads its tasks (agemem.tasks.task_for_source; core cannot import the registry)."""
+    """a registered task (hotpotqa, synthetic, alfworld, ...: agemem.tasks.task_names()), or <task>:<location> for a
+    file, `datasets` directory or hub id of that task's data (hotpotqa:/data/dev.json; a location whose name says
+    hotpot may drop the prefix). Checked against the registry when the run loads its tasks (task_for_source)."""
     split: str = "validation"
     """split for `datasets` sources."""
     hub_config: str = "distractor"
@@ -229,29 +229,27 @@ def source_location(source: str) -> tuple[str, str]:
     return (name, location) if colon and location and name in _REGISTRY else ("", source)
 
 
-def claimed(source: str) -> bool:
-    """Whether ``data.source`` names a task: a registered name, ``<task>:<location>``, or a source a task accepts."""
-    return source in _REGISTRY or bool(source_location(source)[0]) or any(s.accepts(source) for s in _REGISTRY.values())
+def _owner(source: str) -> TaskSpec | None:
+    """The task ``data.source`` names: a registered name; ``<task>:<location>``; else the task whose
+    :meth:`TaskSpec.accepts` claims it (narrowly: HotpotQA claims ``bundled:hotpotqa`` and locations named hotpot)."""
+    name = source if source in _REGISTRY else source_location(source)[0]
+    if name:
+        return _REGISTRY[name]
+    return next((_REGISTRY[name] for name in task_names() if _REGISTRY[name].accepts(source)), None)
 
 
 def source_of(task_name: str, source: str) -> str:
     """``source`` given to task ``task_name`` (``agemem eval hotpotqa --data dev.json``): kept when it names a task,
     else that task's location (``hotpotqa:dev.json``)."""
-    return source if claimed(source) else f"{task_name}:{source}"
+    return source if _owner(source) is not None else f"{task_name}:{source}"
 
 
 def task_for_source(source: str) -> TaskSpec:
-    """The task ``data.source`` names: a registered name; ``<task>:<location>`` (a file, folder or hub id of that
-    task's data); else the task whose :meth:`TaskSpec.accepts` claims the source (narrowly: HotpotQA claims
-    ``bundled:hotpotqa`` and locations whose name says hotpot)."""
-    if source in _REGISTRY:
-        return _REGISTRY[source]
-    name, _ = source_location(source)
-    if name:
-        return _REGISTRY[name]
-    for name in task_names():
-        if _REGISTRY[name].accepts(source):
-            return _REGISTRY[name]
+    """The task ``data.source`` names (a registered name, ``<task>:<location>`` for a file, folder or hub id of that
+    task's data, or a source a task claims); an error shows the forms."""
+    owner = _owner(source)
+    if owner is not None:
+        return owner
     raise ConfigError(
         f"data.source={source!r} names no task; known tasks: {', '.join(task_names())}. A file, folder or hub id "
         "is written <task>:<location>, e.g. hotpotqa:/data/dev.json or hotpotqa:hotpotqa/hotpot_qa. Fix "

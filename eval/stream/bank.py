@@ -199,9 +199,10 @@ class MemoryBank:
         if k < 1 or not self._records:
             return []
         records = list(self._records.values())
-        scores_N = self.matrix() @ query_D
         order = sorted(range(len(records)), key=lambda i: (records[i].created_at, i), reverse=True)[:k]
-        return [Retrieved(records[i], float(scores_N[i])) for i in order]
+        rows_k = np.array([self._index.row_of[records[i].id] for i in order])
+        scores_k = self._index.vectors_CD[rows_k] @ query_D  # only the k records shown, not the whole bank
+        return [Retrieved(records[i], float(score)) for i, score in zip(order, scores_k)]
 
     def note_retrieval(self, retrieved: Sequence[Retrieved], step: int, utility: float) -> None:
         """Record that ``step`` retrieved these records and that its task scored ``utility``."""

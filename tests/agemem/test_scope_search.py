@@ -78,4 +78,10 @@ def test_the_bank_searches_on_the_index_newer_first_and_filters_like_long_term_m
     assert [r.record.id for r in bank.similar(query_D, 3, {"kind": ["fruit"]})] == ["r1", "r0", "r2"]
     bank.delete("r1")
     assert [r.record.id for r in bank.similar(query_D, 2)] == ["r0", "r2"]
+    # recency orders by write step; each record keeps its own similarity to the query
+    similarity = {r.record.id: r.similarity for r in bank.similar(query_D, 2)}
+    assert [(r.record.id, r.similarity) for r in bank.recent(query_D, 2)] == [
+        ("r2", similarity["r2"]),
+        ("r0", similarity["r0"]),
+    ]
     np.testing.assert_array_equal(bank.matrix(), bank.embed(["red apple", "red car"]))  # insertion order
