@@ -17,7 +17,7 @@ Stage-3 prompt differs from the Stage-2 context from its first tokens on) and a 
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +45,9 @@ class GenerationRequest:
     """the same prompt as chat messages (for engines that talk to chat endpoints)."""
     kind: StepKind
     """action (an agent step) or summary (the policy writing a Summary_context summary)."""
+    tools: list[dict[str, Any]] | None = None
+    """the tool schemas the prompt was rendered with (None for a summary): what a chat model is handed beside
+    the messages (:class:`agemem.rollouts.chat_driver.ChatDriver`)."""
 
 
 EpisodeRun = Generator[GenerationRequest, Completion, Trajectory]
@@ -60,6 +63,11 @@ class Stages:
     """Stage-2 user turns."""
     question: str
     """the Stage-3 user turn."""
+    debrief: Callable[[list[Step]], str] | None = None
+    """the user turn after the question's turn, written from the steps so far (the streaming benchmark's memory
+    turn: keep what this task taught, with the memory tools); None: the episode ends with the question's turn."""
+    debrief_replies: int = 0
+    """replies the agent has in the debrief turn (it ends at an ``<answer>``)."""
 
 
 def qa_stages(task: Task, distractors: list[str], config: RolloutConfig) -> Stages:
@@ -143,6 +151,8 @@ class Episode:
             env.add_user(stages.question, question=True)
             answer = yield from self._answer_turn(3, 0)
             ended_by = "answer" if answer is not None else "round_limit"
+            if stages.debrief is not None:
+                yield from self._debrief(stages.debrief(self.steps), stages.debrief_replies, turn=1)
         except EpisodeOverError as over:
             ended_by, error = over.reason, over.error
         return self._trajectory(answer, ended_by, error)
@@ -171,12 +181,21 @@ class Episode:
         self.limit_hits.append({"stage": stage, "turn": turn, "limit": "stage" if stage == 3 else "turn"})
         return None
 
+    def _debrief(self, text: str, replies: int, turn: int) -> Generator[GenerationRequest, Completion, None]:
+        """A user turn after the task (``kind="debrief"``), then up to ``replies`` agent replies until an
+        ``<answer>``: where the agent stores what the task taught it."""
+        self.env.add_user(text, kind="debrief")
+        for _ in range(replies):
+            result = yield from self._act(self.env.stage, turn)
+            if result.done:
+                return
+
     def _act(self, stage: int, turn: int) -> Generator[GenerationRequest, Completion, StepResult]:
         self.env.rag_retrieve()  # the -RAG ablation (env.rag_top_k > 0): memories for the latest message
         messages = self.env.prompt_messages()
         prompt_ids = encode_chat(self.setup.tokenizer, messages, self.env.tools)
         self._check_prompt(prompt_ids)
-        completion = yield GenerationRequest(prompt_ids, messages, "action")
+        completion = yield GenerationRequest(prompt_ids, messages, "action", self.env.tools)
         step = self._record(stage, turn, "action", prompt_ids, completion)
         events = self.env.step_events(step.completion_text, prompt_tokens=len(prompt_ids))
         result = yield from self._serve_summaries(events, stage, turn)

@@ -293,6 +293,8 @@ class GameEpisode(Episode):
         task: Task | None = None,
         rollout_index: int = 0,
         open_game: Callable[[GameRef], TextGame] | None = None,
+        first_message: Callable[[str], str] | None = None,
+        debrief: Callable[[GameResult], str] | None = None,
     ):
         task = task or game_task(suite, game)
         super().__init__(task, [], env, setup, rollout_index=rollout_index)
@@ -300,6 +302,12 @@ class GameEpisode(Episode):
         self.game = game
         self.settings = settings
         self.open_game = open_game or (lambda game: suite.open(game, settings))
+        self.first_message = first_message
+        """what the game's first message becomes (the streaming benchmark puts the retrieved records before it);
+        None: the observation with its commands."""
+        self.debrief_text = debrief
+        """the debrief turn's text from the game so far (its ``transcript`` and outcome); None: the game's own
+        (:meth:`_debrief_message`)."""
         self.transcript: list[dict[str, Any]] = []
 
     def play(self) -> Generator[GenerationRequest, Completion, GameResult]:  # type: ignore[override]
@@ -308,13 +316,32 @@ class GameEpisode(Episode):
         won, over, steps, invalid, idle, ended_by, error = False, False, 0, 0, 0, "step_limit", None
         progress, score = 0.0, None
         world: TextGame | None = None
+
+        def result(error: str | None) -> GameResult:  # the game as it stands when called
+            return GameResult(
+                self.game,
+                self.task.question,
+                won,
+                steps,
+                invalid,
+                idle,
+                ended_by,
+                self.steps,
+                env.stats,
+                self.transcript,
+                error,
+                progress,
+                score,
+            )
+
         try:
             world = self._world(lambda: self.open_game(self.game))
             state = self._world(world.reset)
             won, over, score = state.won, state.over, state.score  # a game may be decided at reset (a custom problem)
             progress = 1.0 if won else state.progress
             self.task.question = state.goal or state.observation.strip()
-            env.add_user(self._with_commands(state.observation, state), question=True)
+            first = self._with_commands(state.observation, state)
+            env.add_user(self.first_message(first) if self.first_message else first, question=True)
             said = state.observation
             while steps < settings.max_env_steps and not (won or over):
                 command = yield from self._command(turn=steps)
@@ -343,8 +370,10 @@ class GameEpisode(Episode):
             ended_by = "won" if won else ("lost" if over else "step_limit")
             env.observe(self._outcome(won, over, steps))  # a memory system keeps the game's outcome for later games
             if settings.debrief_replies and "Add_memory" in env.offered:
+                so_far = result(None)
+                text = self.debrief_text(so_far) if self.debrief_text else self._debrief_message(won, over, steps, said)
                 try:
-                    yield from self._debrief(won, over, steps, said)
+                    yield from self._debrief(text, settings.debrief_replies, turn=steps)
                 except EpisodeOverError as over_error:  # the game is decided; the debrief just stops
                     error = f"debrief: {over_error.error}"
         except EpisodeOverError as over_error:
@@ -357,21 +386,7 @@ class GameEpisode(Episode):
                     world.close()
                 except Exception as err:  # a failing engine ends this game, not the run
                     ended_by, error = ("env_error", error or f"{self.game.id}: close: {type(err).__name__}: {err}")
-        return GameResult(
-            self.game,
-            self.task.question,
-            won,
-            steps,
-            invalid,
-            idle,
-            ended_by,
-            self.steps,
-            env.stats,
-            self.transcript,
-            error,
-            progress,
-            score,
-        )
+        return result(error)
 
     def _command(self, turn: int) -> Generator[GenerationRequest, Completion, str | None]:
         """Agent replies until one gives a command (``<answer>``), at most ``max_replies_per_step``."""
@@ -390,18 +405,13 @@ class GameEpisode(Episode):
             return f'You failed the task "{task}": the game ended it after {steps} steps.'
         return f'The task "{task}" was not completed within {self.settings.max_env_steps} steps.'
 
-    def _debrief(self, won: bool, over: bool, steps: int, said: str) -> Generator[GenerationRequest, Completion, None]:
-        """Tell the agent how the game ended and let it store what worked (its ``<answer>`` ends the game)."""
+    def _debrief_message(self, won: bool, over: bool, steps: int, said: str) -> str:
+        """How the game ended, and the request to store what worked (the agent's ``<answer>`` ends the game)."""
         outcome = self._outcome(won, over, steps)
-        self.env.add_user(
+        return (
             f"{said}\n\nThe game is over. {outcome} Store what may help in later games with your memory tools, then "
-            "reply with <answer>done</answer>.",
-            kind="debrief",
+            "reply with <answer>done</answer>."
         )
-        for _ in range(self.settings.debrief_replies):
-            result = yield from self._act(3, steps)
-            if result.done:
-                return
 
     def _with_commands(self, text: str, state: GameState) -> str:
         if not self.settings.show_admissible:

@@ -16,7 +16,7 @@ import json
 from collections import Counter
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import Any, Protocol
 
 from agemem.core.chat import ChatTemplateTokenCounter, TokenCounter, load_tokenizer
 from agemem.core.config import EnvConfig
@@ -37,6 +37,7 @@ __all__ = [
     "FilterRecord",
     "MemoryEnv",
     "MemoryOpRecord",
+    "ReplyNote",
     "RetrievalRecord",
     "StepEvents",
     "StepRecord",
@@ -44,6 +45,7 @@ __all__ = [
     "SummaryRecord",
     "SummaryRequest",
     "ToolResult",
+    "ToolRunner",
     "drive_step",
     "feedback_violations",
     "format_feedback",
@@ -227,6 +229,25 @@ class SummaryRequest:
 StepEvents = Generator[SummaryRequest, str, StepResult]
 
 
+class ToolRunner(Protocol):
+    """Runs the agent's tool calls on a memory of its own instead of the env's executor on the LTM: the streaming
+    benchmark's tools on its experience bank (``agemem.eval.stream.agent.BankTools``, ReMem's Refine)."""
+
+    offered: tuple[str, ...]
+    """the tools the agent may call, in the order its prompt lists them."""
+
+    def run(self, call: ToolCall) -> Payload:
+        """Execute one parsed call; the result has the executor's shape (``ok``, ``message``, ...)."""
+        ...
+
+
+class ReplyNote(Protocol):
+    """What the agent is told after a reply besides its tool results, in place of the format feedback (ReMem's
+    status after every operation): the tool message's text, or None for nothing."""
+
+    def __call__(self, parsed: ParsedResponse) -> str | None: ...
+
+
 def drive_step(events: StepEvents, summarize: Callable[[list[Message]], str]) -> StepResult:
     """Run a :meth:`MemoryEnv.step_events` generator to the end, answering summary requests inline."""
     try:
@@ -279,13 +300,26 @@ class EnvResources:
 
 
 class MemoryEnv:
-    def __init__(self, resources: EnvResources, *, scope: str = DEFAULT_SCOPE):
+    def __init__(
+        self,
+        resources: EnvResources,
+        *,
+        scope: str = DEFAULT_SCOPE,
+        runner: ToolRunner | None = None,
+        note: ReplyNote | None = None,
+    ):
         self.resources = resources
         self.config = resources.config
         self.ltm = resources.ltm
         self.scope = scope
-        self.offered = tuple(name for name in TOOLS if name in self.config.tools)
-        """the tools this episode's agent may call (env.tools, in canonical order)."""
+        self.runner = runner
+        """who runs the tool calls: None, the env itself on the LTM (training, evaluation); a
+        :class:`ToolRunner` on a memory of its own (the streaming benchmark), which also says what is offered."""
+        self.note = note
+        """what follows a reply besides its tool results: None, the format feedback (:func:`format_feedback`)
+        when the reply broke the format without answering; a :class:`ReplyNote` (ReMem's status)."""
+        self.offered = runner.offered if runner else tuple(name for name in TOOLS if name in self.config.tools)
+        """the tools this episode's agent may call (env.tools, in canonical order; a runner's own)."""
         self.tools = template_tools(self.config.tool_format, self.offered)
         prompt = system_prompt(
             self.config.tool_format, self.config.system_prompt, self.offered, auto_retrieval=self.config.rag_top_k > 0
@@ -462,8 +496,11 @@ class MemoryEnv:
                 results.append((yield from self._run(call)))
                 self.context.append("tool", results[-1].to_text(), stage=self.stage, kind="tool_result", name=call.name)
             done = parsed.answer is not None
-            feedback = feedback_violations(parsed)
-            if feedback and not done:
+            if self.note is not None:
+                told = self.note(parsed)
+                if told is not None:
+                    self.context.append("tool", told, stage=self.stage, kind="note")
+            elif (feedback := feedback_violations(parsed)) and not done:
                 self.context.append(
                     "tool", format_feedback([v.detail for v in feedback]), stage=self.stage, kind="format_error"
                 )
@@ -476,6 +513,9 @@ class MemoryEnv:
     # ------------------------------------------------------------- tools
     def _run(self, call: ToolCall) -> Generator[SummaryRequest, str, ToolResult]:
         self.stats.tool_counts[call.name] += 1
+        if self.runner is not None:
+            payload = self.runner.run(call)
+            return ToolResult(call.name, bool(payload["ok"]), payload)
         outcome = execute(self, call)
         if inspect.isgenerator(outcome):  # Summary_context waits for its text
             outcome = yield from outcome

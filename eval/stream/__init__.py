@@ -7,8 +7,8 @@ rules, evaluators, the coarse judge), :mod:`~agemem.eval.stream.deletion`,
 :mod:`~agemem.eval.stream.retention` (eviction policies, the features of the linear score, CEM search),
 :mod:`~agemem.eval.stream.retrieval` (similar, recent, none, error-free replay),
 :mod:`~agemem.eval.stream.order` (given, shuffled, Gaussian-mixture shift), :mod:`~agemem.eval.stream.tasks`
-(HotpotQA and synthetic streams), :mod:`~agemem.eval.stream.alfworld_task` (the ALFWorld stream),
-:mod:`~agemem.eval.stream.agent` (the chat agent, its prompt and memory tools),
+(the QA streams and the game streams, each task one episode on the environment's turn loop),
+:mod:`~agemem.eval.stream.agent` (the agent's prompt, its memory tools on the bank, its environment),
 :mod:`~agemem.eval.stream.remem` (ReMem, Evo-Memory's Think / Refine / Act agent),
 :mod:`~agemem.eval.stream.runner` (the loop, the step log, resume), :mod:`~agemem.eval.stream.analysis`
 (measures), :mod:`~agemem.eval.stream.plots`, :mod:`~agemem.eval.stream.evaluate` (one run, CEM tuning,

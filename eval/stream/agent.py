@@ -1,35 +1,47 @@
-"""The agent side of a stream: a chat model over the project's engines, the demonstrations in its prompt, the
-response protocol, and the memory tools of the ``policy`` addition.
+"""The agent side of a stream: the demonstrations in its prompt, the memory tools on the stream's bank, and the
+episode it plays on the environment's turn loop.
 
 * :class:`~agemem.rollouts.engines.chat.EngineChat` (re-exported here): chat messages → one completion through any
-  engine. A stream is strictly sequential (task t's memory decides what task t+1 sees), so tasks run one at a time.
+  engine. A stream is strictly sequential (task t's memory decides what task t+1 sees), so tasks run one at a time,
+  each episode driven by :class:`~agemem.rollouts.chat_driver.ChatDriver`.
 * :func:`render_demonstrations`: the retrieved records as in-context demonstrations, each with its memory id.
-* :class:`Dialogue`: replies parsed with :func:`agemem.core.protocol.parse_response`; tool calls run, their results
-  appended as tool messages; malformed output gets the environment's format feedback, never an exception
-  (:meth:`Dialogue.respond`, which ReMem's dialogue replaces with its own bookkeeping of operations).
-* :class:`BankTools`: ``Add_memory`` / ``Delete_memory`` executed on the stream's bank by the training executor
-  (:func:`agemem.core.tools.execute` over :class:`~agemem.eval.stream.bank.BankMemory`): how a trained AgeMem
-  checkpoint manages the experience memory itself.
+* :class:`BankTools`: the memory tools on the stream's bank, executed by the training executor
+  (:func:`agemem.core.tools.execute` over :class:`~agemem.eval.stream.bank.BankMemory`); with the ``policy``
+  addition the agent gets ``Add_memory`` / ``Delete_memory`` (how a trained AgeMem checkpoint manages the
+  experience memory itself), otherwise no tools.
+* :class:`StreamPlay`: what the tasks' episodes share (the tokenizer, the env and rollout settings), and
+  :meth:`StreamPlay.env`: a :class:`~agemem.core.env.MemoryEnv` whose tool calls run on the bank. Replies are
+  parsed, tools run, results and the format feedback appended by the env, as in training and evaluation.
+* :func:`transcript`: every reply of an episode with its tool calls and their results (the step log's).
 """
 
 from __future__ import annotations
 
 import inspect
-import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
-from agemem.core.env import feedback_violations, format_feedback
+from agemem.core.chat import ChatTemplateTokenCounter, load_tokenizer
+from agemem.core.config import EnvConfig
+from agemem.core.env import EnvResources, MemoryEnv, ReplyNote
+from agemem.core.ltm import LongTermMemory
 from agemem.core.memory import DEFAULT_SCOPE
-from agemem.core.protocol import ParsedResponse, parse_response
+from agemem.core.summarizers import ExtractiveSummarizer
 from agemem.core.tools import MemoryEvent, Payload, ToolCall, execute
 from agemem.eval.stream.bank import BankMemory, MemoryBank, Record
 from agemem.eval.stream.base import Demonstration, MemoryTools
-from agemem.rollouts.engines.base import derive_seed
+from agemem.rollouts.chat_driver import ChatDriver
+from agemem.rollouts.config import RolloutConfig
 from agemem.rollouts.engines.chat import ChatModel, ChatReply, EngineChat
+from agemem.rollouts.episode import EpisodeSetup
 
-__all__ = ["BankTools", "ChatModel", "ChatReply", "Dialogue", "EngineChat"]
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+    from agemem.rollouts.records import Step
+
+__all__ = ["BankTools", "ChatDriver", "ChatModel", "ChatReply", "EngineChat", "StreamPlay", "transcript"]
 
 MEMORY_TOOLS = ("Add_memory", "Delete_memory")
 """the tools of the policy addition."""
@@ -79,8 +91,9 @@ def memory_turn_message(execution: str, outcome: str | None = None) -> str:
 class BankTools:
     """The memory tools on the stream's bank during one task: a :class:`~agemem.core.tools.ToolSession`.
 
-    ``write(content, metadata)`` stores a record of the current task whose execution is ``content`` (the runner
-    adds the noisy copies of a noisy-write stress; None where Add_memory is not offered, as in ReMem's Refine);
+    ``offered``: Add_memory and Delete_memory for the policy addition, none for an agent the runner manages the
+    memory for. ``write(content, metadata)`` stores a record of the current task whose execution is ``content`` (the
+    runner adds the noisy copies of a noisy-write stress; None where Add_memory is not offered, as in ReMem's Refine);
     ``Delete_memory`` removes a record by id when ``confirmation`` is true. Execution is the training
     environment's (same handlers, same messages); only what the agent is shown of a success is the stream's own
     (see :meth:`settle`).
@@ -128,70 +141,62 @@ class BankTools:
         return payload
 
 
-# --------------------------------------------------------------------------------------------- the dialogue
-
-
-def format_details(parsed: ParsedResponse) -> list[str]:
-    """The details of :func:`agemem.core.env.feedback_violations`: what the agent is told about its reply."""
-    return [v.detail for v in feedback_violations(parsed)]
+# --------------------------------------------------------------------------------------------- the episode
 
 
 @dataclass
-class Dialogue:
-    """A conversation with the model on one task; every call samples under its own derived seed."""
+class StreamPlay:
+    """What every episode of a stream shares: how prompts are tokenised (the env measures its context with it) and
+    the ``env`` / ``rollout`` settings of the run; the system prompt and the tools are each task's."""
 
-    model: ChatModel
-    messages: list[dict[str, Any]]
-    offered: tuple[str, ...]
-    tools: MemoryTools | None
-    schemas: list[dict[str, Any]] | None
-    seed: int | None
-    transcript: list[dict[str, Any]] = field(default_factory=list)
-    calls: int = 0
-    prompt_tokens: int = 0
-    error: str | None = None
-    last_text: str = ""
+    env_config: EnvConfig = field(default_factory=EnvConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    tokenizer: PreTrainedTokenizerBase | None = None
+    """for models without one of their own (an :class:`EngineChat` renders with its model's); None:
+    ``env.context.tokenizer``, loaded once."""
 
-    def reply(self) -> ParsedResponse | None:
-        """One model reply, parsed; its tool calls run. None when the engine failed (the dialogue is over)."""
-        seed = None if self.seed is None else derive_seed(self.seed, self.calls)
-        reply = self.model(self.messages, self.schemas, seed)
-        self.calls += 1
-        self.prompt_tokens += reply.prompt_tokens
-        if reply.error is not None:
-            self.error = reply.error
-            return None
-        self.last_text = reply.text
-        parsed = parse_response(reply.text, self.offered)
-        self.messages.append({"role": "assistant", "content": reply.text})
-        results = []
-        for call in parsed.tool_calls:
-            payload = self.tools.run(call) if self.tools is not None else {"ok": False, "message": call.error}
-            results.append({"name": call.name, "arguments": call.arguments, **payload})
-            self.messages.append({"role": "tool", "content": json.dumps({"tool": call.name, **payload})})
+    def setup(self, model: ChatModel, replies: int) -> EpisodeSetup:
+        """The episode setup for ``model``, with ``replies`` replies for the task's turn (the stream's only
+        stage: ``rollout.stage3_max_steps``); no prompt cap, the engine has its own. Prompts are rendered with the
+        model's tokenizer when it has one, so the engine gets the episode's ids as they are."""
+        tokenizer = model.tokenizer if isinstance(model, EngineChat) else self.tokenizer
+        if tokenizer is None:
+            tokenizer = self.tokenizer = load_tokenizer(self.env_config.context.tokenizer)
+        rollout = replace(self.rollout, stage_tools="all", stage3_max_steps=replies, max_prompt_tokens=0)
+        return EpisodeSetup(tokenizer, (), rollout, policy_summaries=False)
+
+    def env(self, tools: MemoryTools, setup: EpisodeSetup, system: str, note: ReplyNote | None = None) -> MemoryEnv:
+        """A :class:`~agemem.core.env.MemoryEnv` for one task: system message ``system`` (its ``{tools}`` filled
+        with the offered tools' schemas), tool calls run by ``tools`` on the bank (the env's own LTM stays empty:
+        the bank is this agent's long-term memory), ``note`` after each reply (None: the format feedback)."""
+        encoder = tools.bank.encoder
+        config = replace(self.env_config, tools=list(tools.offered), system_prompt=system, rag_top_k=0)
+        resources = EnvResources(
+            config,
+            encoder,
+            LongTermMemory(encoder),
+            ExtractiveSummarizer(config.summarizer.max_summary_chars),  # Summary_context is not a stream tool
+            ChatTemplateTokenCounter(setup.tokenizer),
+        )
+        return MemoryEnv(resources, runner=tools, note=note)
+
+
+def transcript(steps: Sequence[Step], operations: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """Every reply of an episode: its text, its tool calls each with its result, its format violations and its
+    answer; ``operations``: ReMem's operation of each reply, in order."""
+    entries = []
+    for position, step in enumerate(s for s in steps if s.kind == "action"):
+        calls = [
+            {"name": call["name"], "arguments": call["arguments"], **{k: v for k, v in result.items() if k != "name"}}
+            for call, result in zip(step.tool_calls, step.tool_results, strict=True)
+        ]
         entry = {
-            "reply": reply.text,
-            "tool_calls": results,
-            "violations": parsed.violation_kinds(),
-            "answer": parsed.answer,
+            "reply": step.completion_text,
+            "tool_calls": calls,
+            "violations": step.violations,
+            "answer": step.answer,
         }
-        self.transcript.append({**entry, **self.respond(parsed)})
-        return parsed
-
-    def respond(self, parsed: ParsedResponse) -> dict[str, Any]:
-        """What the agent is told after a reply besides its tool results: the format feedback when the reply broke
-        the format and gave no answer. Returns fields for the reply's transcript entry (none here)."""
-        feedback = format_details(parsed)
-        if feedback and parsed.answer is None:
-            self.messages.append({"role": "tool", "content": format_feedback(feedback)})
-        return {}
-
-    def until_answer(self, max_replies: int) -> ParsedResponse | None:
-        """Replies until one gives an ``<answer>`` (returned), ``max_replies`` run out or the engine fails (None)."""
-        for _ in range(max_replies):
-            parsed = self.reply()
-            if parsed is None:
-                return None
-            if parsed.answer is not None:
-                return parsed
-        return None
+        if position < len(operations):
+            entry["operation"] = operations[position]
+        entries.append(entry)
+    return entries

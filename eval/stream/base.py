@@ -18,6 +18,7 @@ from agemem.tasks.stream import StreamItem
 
 if TYPE_CHECKING:
     from agemem.core.tools import ToolCall
+    from agemem.eval.stream.bank import MemoryBank
     from agemem.rollouts.engines.chat import ChatModel
 
 
@@ -65,11 +66,11 @@ class StreamTask(Protocol):
         item: StreamItem,
         demos: Sequence[Demonstration],
         model: ChatModel,
-        tools: MemoryTools | None,
+        tools: MemoryTools,
         seed: int | None,
     ) -> Attempt:
-        """Let ``model`` solve ``item`` with ``demos`` in context; with ``tools`` it may call Add_memory /
-        Delete_memory (policy addition), during the task and in a memory turn after it."""
+        """Let ``model`` solve ``item`` with ``demos`` in context; when ``tools`` offer Add_memory / Delete_memory
+        (policy addition) it may call them during the task and in a memory turn after it."""
         ...
 
     def strict(self, item: StreamItem, attempt: Attempt) -> float:
@@ -82,11 +83,14 @@ class StreamTask(Protocol):
 
 
 class MemoryTools(Protocol):
-    """The memory tools a task's play loop may call: ``agent.BankTools`` on the stream's bank (the policy
-    addition), or ``remem.ReMemSession`` (ReMem's Refine operations, which also switch the play loop to ReMem's)."""
+    """The memory tools a task's episode may call on the stream's bank (a :class:`~agemem.core.env.ToolRunner`):
+    ``agent.BankTools`` (the policy addition's Add_memory / Delete_memory; no tools for other additions), or
+    ``remem.ReMemSession`` (ReMem's Refine operations, which also make the episode ReMem's)."""
 
     offered: tuple[str, ...]
-    """tool names shown to the model."""
+    """tool names shown to the model (none: the agent answers without tools)."""
+    bank: MemoryBank
+    """the stream's experience bank."""
 
     def run(self, call: ToolCall) -> dict[str, Any]:
         """Execute one parsed call; the result has the memory environment's shape (``ok``, ``message``, ...)."""
@@ -97,7 +101,7 @@ class Solver(Protocol):
     name: str
 
     def solve(
-        self, item: StreamItem, demos: Sequence[Demonstration], tools: MemoryTools | None, seed: int | None
+        self, item: StreamItem, demos: Sequence[Demonstration], tools: MemoryTools, seed: int | None
     ) -> Attempt: ...
 
 
@@ -109,7 +113,5 @@ class ModelSolver:
     model: ChatModel
     name: str = "model"
 
-    def solve(
-        self, item: StreamItem, demos: Sequence[Demonstration], tools: MemoryTools | None, seed: int | None
-    ) -> Attempt:
+    def solve(self, item: StreamItem, demos: Sequence[Demonstration], tools: MemoryTools, seed: int | None) -> Attempt:
         return self.task.play(item, demos, self.model, tools, seed)

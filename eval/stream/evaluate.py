@@ -201,9 +201,7 @@ class LazyModelSolver:
     name: str = "model"
     _solver: ModelSolver | None = None
 
-    def solve(
-        self, item: StreamItem, demos: Sequence[Demonstration], tools: MemoryTools | None, seed: int | None
-    ) -> Attempt:
+    def solve(self, item: StreamItem, demos: Sequence[Demonstration], tools: MemoryTools, seed: int | None) -> Attempt:
         if self._solver is None:
             from agemem.eval.stream.agent import EngineChat
 

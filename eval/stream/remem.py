@@ -16,13 +16,16 @@ Anything else is a malformed reply: the agent gets the environment's format feed
 followed by a status message with the steps and the Think / Refine operations left. After the task the runner
 writes the experience by the addition rule (ExpRAG: ``add_all``), as for every agent.
 
+The loop is the environment's (:class:`~agemem.core.env.MemoryEnv` in an episode, as every stream agent plays):
+the session runs the Refine calls (the env's :class:`~agemem.core.env.ToolRunner`) and writes the status after each
+reply (its :class:`~agemem.core.env.ReplyNote`).
+
 * :class:`ReMemBudget`: the limits of ``stream.remem_*``;
 * :class:`ReMemCounts`: what one task did (per task in ``steps.jsonl``; summed in ``results.json``);
 * :func:`operation_of`: which operation a parsed reply is;
-* :class:`ReMemSession`: the Refine tools on the bank within the budget, and the task's counts;
-* :func:`remem_system_prompt`: the three operations and their syntax;
-* :class:`ReMemDialogue`: the loop (:meth:`ReMemDialogue.until_answer`), which the task adapters drive in place of
-  the standard :class:`~agemem.eval.stream.agent.Dialogue`.
+* :class:`ReMemSession`: the Refine tools on the bank within the budget, the status after each reply, and the
+  task's counts;
+* :func:`remem_system_prompt`: the three operations and their syntax.
 """
 
 from __future__ import annotations
@@ -32,10 +35,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from agemem.core.env import format_feedback
+from agemem.core.env import feedback_violations, format_feedback
 from agemem.core.protocol import NO_ACTION, ParsedResponse
 from agemem.core.tools import ToolCall
-from agemem.eval.stream.agent import BankTools, Dialogue, format_details
+from agemem.eval.stream.agent import BankTools
 from agemem.eval.stream.bank import MemoryBank, Record
 from agemem.eval.stream.config import StreamConfig
 
@@ -125,8 +128,9 @@ def operation_of(parsed: ParsedResponse) -> Operation:
 @dataclass
 class ReMemSession:
     """ReMem on one task: its Refine operations on the bank (a :class:`~agemem.eval.stream.base.MemoryTools`),
-    its budget and its counts. The runner makes one per task, passes it to the task's play loop as its memory
-    tools, and reads what Refine deleted and rewrote afterwards."""
+    the status after each reply (:meth:`note`), its budget and its counts. The runner makes one per task and passes
+    it to the task's episode as its memory tools; the episode sets :attr:`decision` and :attr:`turn_limit`; the
+    runner reads what Refine deleted and rewrote afterwards."""
 
     bank: MemoryBank
     budget: ReMemBudget = field(default_factory=ReMemBudget)
@@ -134,6 +138,16 @@ class ReMemSession:
     counts: ReMemCounts = field(default_factory=ReMemCounts)
     updated_ids: list[str] = field(default_factory=list)
     """records Refine rewrote, in order of their first update."""
+    decision: str = "this task"
+    """what the steps of one turn lead to, in the status messages ("this command" in a game)."""
+    turn_limit: int = 0
+    """replies per turn: ``max_steps`` on a QA stream, the replies per command in a game."""
+    turn_steps: int = 0
+    """replies in the current turn so far."""
+    thoughts: list[str] = field(default_factory=list)
+    """the Think operations' reasoning, in order (a QA record's reasoning)."""
+    operations: list[str] = field(default_factory=list)
+    """every reply's operation, in order (the transcript's)."""
     tools: BankTools = field(init=False)
 
     def __post_init__(self) -> None:
@@ -172,6 +186,53 @@ class ReMemSession:
         elif call.name == "Update_memory" and call.arguments["memory_id"] not in self.updated_ids:
             self.updated_ids.append(call.arguments["memory_id"])
         return payload
+
+    def note(self, parsed: ParsedResponse) -> str | None:
+        """Book a reply's operation and tell the agent where it stands (nothing after an Act).
+
+        A turn is the replies up to one Act (the whole task on a QA stream, one game command in ALFWorld), at most
+        :attr:`turn_limit`: each is a Think (``<think>`` alone: the reasoning stays in the context; one beyond
+        ``max_think`` is refused as a malformed reply), a Refine (``<tool_call>``: its calls ran within
+        ``max_refine``, :meth:`run`), an Act (``<answer>``) or malformed (the environment's format feedback).
+        Every reply but an Act ends with a status message: the step and the steps left, the Thinks and Refine
+        operations left.
+        """
+        if self.turn_steps >= self.turn_limit:  # the last turn ran out of replies without an Act: a new one starts
+            self.turn_steps = 0
+        self.turn_steps += 1
+        counts = self.counts
+        operation = operation_of(parsed)
+        details = [v.detail for v in feedback_violations(parsed)]
+        if operation == "think" and not self.think_left:
+            counts.think_refused += 1
+            operation = "malformed"
+            details = [f"no Think operation left ({self.budget.max_think} per task); Refine or Act"]
+        elif operation == "think":
+            counts.think += 1
+            self.thoughts.append(str(parsed.thought))
+            details = []
+        elif operation == "malformed":
+            counts.malformed += 1
+        self.operations.append(operation)
+        if operation == "act":
+            counts.acts += 1
+            self.turn_steps = 0
+            return None
+        status = self.status()
+        if details:
+            return format_feedback(details, status)
+        done = "Thought noted." if operation == "think" else "Refine done."
+        return json.dumps({"tool": "remem", "ok": True, "message": f"{done} {status}"}, ensure_ascii=False)
+
+    def status(self) -> str:
+        """``Step s of n for <decision> (k left). Think operations left: …; Refine operations left: ….`` and the
+        choice of operations."""
+        left = self.turn_limit - self.turn_steps
+        return (
+            f"Step {self.turn_steps} of {self.turn_limit} for {self.decision} ({left} left). Think operations left: "
+            f"{self.think_left}; Refine operations left: {self.refine_left}. Reply with one operation: Think, "
+            "Refine or Act."
+        )
 
     def updates(self) -> list[dict[str, Any]]:
         """The rewritten records still in the bank, as they stand now: what the step log keeps so that a resumed
@@ -224,84 +285,3 @@ reply, and write nothing outside the tags."""
         else "Your tools are listed below. You may put each call in its own <tool_call> block."
     )
     return "\n\n".join([intro, memory, operations, tools])
-
-
-# --------------------------------------------------------------------------------------------- the loop
-
-
-@dataclass
-class ReMemDialogue(Dialogue):
-    """A :class:`~agemem.eval.stream.agent.Dialogue` whose replies are ReMem operations; ``tools`` is the task's
-    :class:`ReMemSession` (its counts are the task's). ``decision`` names what the steps of one
-    :meth:`until_answer` lead to, in the status messages."""
-
-    decision: str = "this task"
-    thoughts: list[str] = field(default_factory=list)
-    """the Think operations' reasoning, in order (a QA record's reasoning)."""
-    turn_steps: int = 0
-    turn_limit: int = 0
-
-    @property
-    def session(self) -> ReMemSession:
-        assert isinstance(self.tools, ReMemSession), "a ReMem dialogue runs Refine on a ReMemSession"
-        return self.tools
-
-    def until_answer(self, max_replies: int) -> ParsedResponse | None:
-        """ReMem's loop up to one Act: the whole task on a QA stream, one game command in ALFWorld.
-
-        For step s = 1 … ``max_replies``: the model replies with one operation on its context (the task, the
-        retrieved records, and its earlier steps with what they returned):
-
-        * Think (``<think>`` alone): the reasoning stays in the context (at most ``max_think`` per task; one more
-          is refused as a malformed reply);
-        * Refine (``<tool_call>``): Retrieve_memory / Update_memory / Delete_memory run on the bank, their results
-          appended (at most ``max_refine`` calls run per task; later ones are refused);
-        * Act (``<answer>``): returned, the loop ends;
-        * anything else: the environment's format feedback.
-
-        Every step but an Act ends with a status message: the step and the steps left, the Thinks and Refine
-        operations left. Returns the Act's parsed reply; None when the steps ran out without one (the task fails;
-        in ALFWorld the command step passes) or the engine failed.
-        """
-        self.turn_steps, self.turn_limit = 0, max_replies
-        return super().until_answer(max_replies)
-
-    def respond(self, parsed: ParsedResponse) -> dict[str, Any]:
-        """Book the reply's operation and tell the agent where it stands (nothing after an Act)."""
-        self.turn_steps += 1
-        session = self.session
-        counts = session.counts
-        operation = operation_of(parsed)
-        details = format_details(parsed)
-        if operation == "think" and not session.think_left:
-            counts.think_refused += 1
-            operation = "malformed"
-            details = [f"no Think operation left ({session.budget.max_think} per task); Refine or Act"]
-        elif operation == "think":
-            counts.think += 1
-            self.thoughts.append(str(parsed.thought))
-            details = []
-        elif operation == "malformed":
-            counts.malformed += 1
-        if operation == "act":
-            counts.acts += 1
-            return {"operation": operation}
-        status = self.status()
-        if details:
-            self.messages.append({"role": "tool", "content": format_feedback(details, status)})
-        else:
-            done = "Thought noted." if operation == "think" else "Refine done."
-            message = {"tool": "remem", "ok": True, "message": f"{done} {status}"}
-            self.messages.append({"role": "tool", "content": json.dumps(message, ensure_ascii=False)})
-        return {"operation": operation}
-
-    def status(self) -> str:
-        """``Step s of n for <decision> (k left). Think operations left: …; Refine operations left: ….`` and the
-        choice of operations."""
-        session = self.session
-        left = self.turn_limit - self.turn_steps
-        return (
-            f"Step {self.turn_steps} of {self.turn_limit} for {self.decision} ({left} left). Think operations left: "
-            f"{session.think_left}; Refine operations left: {session.refine_left}. Reply with one operation: Think, "
-            "Refine or Act."
-        )

@@ -214,7 +214,7 @@ class StreamState:
             for r in retrieved
         ]
         policy_writes: list[Record] = []
-        tools: BankTools | ReMemSession | None = None
+        tools: BankTools | ReMemSession = BankTools(self.bank, offered=())  # the runner manages the memory
         remem = None
         if settings.addition == "policy" and self.replay is None:
 
@@ -245,7 +245,7 @@ class StreamState:
         if self.replay is None and self.addition.admit(outcome):
             additions += self.write(item, t, "stream", attempt.execution, success=strict, score=task_utility)
         by_agent = "remem: Delete_memory" if remem is not None else "policy: Delete_memory"
-        deletions = [{"id": r.id, "reason": by_agent} for r in (tools.deleted if tools else [])]
+        deletions = [{"id": r.id, "reason": by_agent} for r in tools.deleted]
         if self.replay is None:
             for deletion in self.deletion.select(self.bank, t):
                 self.bank.delete(deletion.record_id)

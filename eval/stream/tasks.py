@@ -10,39 +10,48 @@ QA streams (HotpotQA and synthetic):
 * ground truth: the supporting-fact sentences as reasoning and the gold answer;
 * task key: the normalised question (synthetic: the question family).
 
-ALFWorld (query: the task sentence; execution: the action trajectory; strict: won) is
-:mod:`agemem.eval.stream.alfworld_task`, on the games and text engine of :mod:`agemem.tasks.alfworld`
-(the ``alfworld`` extra).
+Games (:class:`GameStreamTask`; ALFWorld registers its stream: query: the task sentence; execution: the action
+trajectory; strict: won) play the text-game episode of :mod:`agemem.tasks.games`, ALFWorld on the games and text
+engine of :mod:`agemem.tasks.alfworld` (the ``alfworld`` extra).
+
+Every task is one episode on the environment's turn loop (:class:`~agemem.rollouts.episode.Episode`, a game's
+:class:`~agemem.tasks.games.GameEpisode`) over a :class:`~agemem.core.env.MemoryEnv` whose tools run on the
+stream's bank, driven one reply at a time by :class:`~agemem.rollouts.chat_driver.ChatDriver`.
 """
 
 from __future__ import annotations
 
 import random
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from agemem.core.configlib import ConfigError
-from agemem.core.prompts import system_prompt, template_tools
 from agemem.core.text import normalize_answer
-from agemem.eval.stream.agent import Dialogue, memory_turn_message, task_message
+from agemem.eval.stream.agent import ChatDriver, StreamPlay, memory_turn_message, task_message, transcript
 from agemem.eval.stream.base import Attempt, Demonstration, StreamTask
 from agemem.eval.stream.config import StreamRunConfig
 from agemem.eval.stream.remem import (
+    GAME_ACT,
+    GAME_ACT_EFFECT,
     QA_ACT,
     QA_ACT_EFFECT,
     QA_INTRO,
-    ReMemDialogue,
     ReMemSession,
     remem_system_prompt,
 )
 from agemem.rewards.judges import exact_match, f1_score
-from agemem.tasks.stream import StreamItem, qa_execution
+from agemem.rollouts.episode import Episode, Stages
+from agemem.rollouts.records import Task
+from agemem.tasks.stream import StreamItem, game_execution, qa_execution
+from agemem.tasks.textgame import GameConfig, GameRef, GameSuite, TextGame
 
 if TYPE_CHECKING:
     from agemem.eval.stream.base import MemoryTools
     from agemem.rollouts.engines.chat import ChatModel
+    from agemem.rollouts.records import Step
+    from agemem.tasks.games import GameResult
 
 _ANSWER_LINE = re.compile(r"(?im)^\s*answer\s*:\s*(.*)$")
 
@@ -62,10 +71,10 @@ class QAStreamTask:
     strict_metric: str = "em"
     f1_threshold: float = 0.5
     max_steps: int = 3
-    tool_format: str = "agemem"
-    system_override: str = ""
     wrong_answers: list[str] = field(default_factory=list)
     """answers to draw a failed execution's answer from (other questions' answers)."""
+    play_settings: StreamPlay = field(default_factory=StreamPlay)
+    """what the episodes share (tokenizer, env and rollout settings)."""
 
     def items(self) -> list[StreamItem]:
         return list(self.source)
@@ -75,66 +84,59 @@ class QAStreamTask:
         item: StreamItem,
         demos: Sequence[Demonstration],
         model: ChatModel,
-        tools: MemoryTools | None,
+        tools: MemoryTools,
         seed: int | None,
     ) -> Attempt:
-        if isinstance(tools, ReMemSession):
-            return self.play_remem(item, demos, model, tools, seed)
-        offered = tools.offered if tools is not None else ()
-        messages = [
-            {"role": "system", "content": system_prompt(self.tool_format, self.system_override, offered)},  # type: ignore[arg-type]
-            {"role": "user", "content": task_message(item.prompt, demos)},
-        ]
-        schemas = template_tools(self.tool_format, offered)  # type: ignore[arg-type]
-        dialogue = Dialogue(model, messages, offered, tools, schemas, seed)
-        parsed = dialogue.until_answer(self.max_steps)
-        if parsed is not None and parsed.answer is not None:
-            answer: str | None = parsed.answer
-            execution = qa_execution(parsed.thought, parsed.answer)
-        else:
-            answer = None
-            execution = dialogue.last_text.strip() or "(no reply)"
-        if tools is not None and dialogue.error is None:
-            messages.append({"role": "user", "content": memory_turn_message(execution)})
-            dialogue.until_answer(self.max_steps)
+        """One episode on the environment's turn loop: the task (demonstrations, then the prompt) is the question's
+        turn, answered within ``max_steps`` replies; when the tools offer Add_memory (the policy addition) a memory
+        turn follows, as its debrief (:func:`~agemem.eval.stream.agent.memory_turn_message`). ReMem: its
+        operations within ``remem_max_steps`` replies, its session's status after each, no memory turn; the
+        execution is its Think operations' reasoning with the Act's."""
+        remem = tools if isinstance(tools, ReMemSession) else None
+        env_config = self.play_settings.env_config
+        if remem is not None:
+            replies = remem.turn_limit = remem.budget.max_steps
+            prompt = remem_system_prompt(QA_INTRO, QA_ACT, QA_ACT_EFFECT, env_config.tool_format, remem.budget)
+        else:  # env.system_prompt replaces the standard agent's system message ("" : the built-in one)
+            replies, prompt = self.max_steps, env_config.system_prompt
+        setup = self.play_settings.setup(model, replies)
+        env = self.play_settings.env(tools, setup, prompt, note=remem.note if remem is not None else None)
+        memory_turn = remem is None and "Add_memory" in tools.offered
+        stages = Stages(
+            [],
+            [],
+            task_message(item.prompt, demos),
+            debrief=(lambda steps: memory_turn_message(self._execution(steps, remem))) if memory_turn else None,
+            debrief_replies=self.max_steps,
+        )
+        task = Task(item.id, item.query, item.answer or "", [], [], dict(item.metadata))
+        driver = ChatDriver(model, seed, setup.tokenizer)
+        trajectory = driver.play(Episode(task, [], env, setup, 0, stages=stages).play())
+        answered = self._answering(trajectory.steps)
         return Attempt(
-            execution,
-            answer,
+            self._execution(trajectory.steps, remem),
+            answered.answer if answered is not None else None,
             None,
-            dialogue.calls,
-            dialogue.prompt_tokens,
-            dialogue.transcript,
-            dialogue.error,
+            driver.calls,
+            driver.prompt_tokens,
+            transcript(trajectory.steps, remem.operations if remem is not None else ()),
+            trajectory.error,
         )
 
-    def play_remem(
-        self,
-        item: StreamItem,
-        demos: Sequence[Demonstration],
-        model: ChatModel,
-        session: ReMemSession,
-        seed: int | None,
-    ) -> Attempt:
-        """ReMem on one question (:meth:`ReMemDialogue.until_answer` over ``remem_max_steps`` steps): the
-        execution is its Think operations' reasoning with the Act's, and the answer; without an Act, its last
-        reply, as the standard agent's."""
-        prompt = remem_system_prompt(QA_INTRO, QA_ACT, QA_ACT_EFFECT, self.tool_format, session.budget)
-        messages = [
-            {"role": "system", "content": system_prompt(self.tool_format, prompt, session.offered)},  # type: ignore[arg-type]
-            {"role": "user", "content": task_message(item.prompt, demos)},
-        ]
-        schemas = template_tools(self.tool_format, session.offered)  # type: ignore[arg-type]
-        dialogue = ReMemDialogue(model, messages, session.offered, session, schemas, seed)
-        parsed = dialogue.until_answer(session.budget.max_steps)
-        if parsed is not None and parsed.answer is not None:
-            answer: str | None = parsed.answer
-            execution = qa_execution(" ".join([*dialogue.thoughts, parsed.thought or ""]), parsed.answer)
-        else:
-            answer = None
-            execution = dialogue.last_text.strip() or "(no reply)"
-        return Attempt(
-            execution, answer, None, dialogue.calls, dialogue.prompt_tokens, dialogue.transcript, dialogue.error
-        )
+    @staticmethod
+    def _answering(steps: Sequence[Step]) -> Step | None:
+        """The reply that answered the task (the memory turn's replies come after it), if one did."""
+        return next((s for s in steps if s.kind == "action" and s.turn == 0 and s.answer is not None), None)
+
+    def _execution(self, steps: Sequence[Step], remem: ReMemSession | None) -> str:
+        """``Reasoning: … / Answer: …`` of the answering reply (ReMem: its Thinks' reasoning first); without an
+        answer, the last reply as it was written."""
+        answered = self._answering(steps)
+        if answered is None or answered.answer is None:
+            task_turn = [s for s in steps if s.kind == "action" and s.turn == 0]
+            return (task_turn[-1].completion_text.strip() if task_turn else "") or "(no reply)"
+        reasoning = " ".join([*remem.thoughts, answered.thought or ""]) if remem is not None else answered.thought
+        return qa_execution(reasoning, answered.answer)
 
     def strict(self, item: StreamItem, attempt: Attempt) -> float:
         if attempt.answer is None or item.answer is None:
@@ -163,10 +165,126 @@ def _qa(config: StreamRunConfig, name: str, items: list[StreamItem], answers: li
         stream.strict_metric,
         stream.f1_threshold,
         stream.max_steps,
-        config.env.tool_format,
-        config.env.system_prompt,
         answers,
+        StreamPlay(config.env, config.rollout),
     )
+
+
+# --------------------------------------------------------------------------------------------- games
+
+
+@dataclass
+class GameStreamTask:
+    """A text game as a stream (TraceRetain's ALFWorld setting): each item is one game of ``suite`` (its
+    ``payload``), played as ``agemem eval NAME`` plays it, in a :class:`~agemem.tasks.games.GameEpisode` (the suite's
+    system prompt and command handling; at most ``max_env_steps`` commands, ``max_replies_per_step`` replies per
+    command, an inadmissible command costs the step), with the retrieved records before the game's first message.
+
+    * execution: the action trajectory, one ``> command`` line and the game's reply per environment step, then
+      ``Outcome: done`` or ``Outcome: not done``;
+    * strict: the game reports the task won.
+
+    With the policy addition the agent may call Add_memory / Delete_memory between commands, and in a memory turn
+    after the game (the episode's debrief). ReMem thinks and refines its memory between commands, within the
+    replies per command (its session's status after each reply).
+    """
+
+    source: list[StreamItem]
+    suite: GameSuite
+    settings: GameConfig
+    play_settings: StreamPlay = field(default_factory=StreamPlay)
+    open_game: Callable[[GameRef], TextGame] | None = None
+    """how a game is opened (default: the suite's)."""
+
+    @property
+    def name(self) -> str:
+        return self.suite.name
+
+    def items(self) -> list[StreamItem]:
+        return list(self.source)
+
+    def play(
+        self,
+        item: StreamItem,
+        demos: Sequence[Demonstration],
+        model: ChatModel,
+        tools: MemoryTools,
+        seed: int | None,
+    ) -> Attempt:
+        from agemem.tasks.games import GameEpisode, game_system_prompt
+
+        remem = tools if isinstance(tools, ReMemSession) else None
+        memory_turn = remem is None and "Add_memory" in tools.offered
+        settings = replace(self.settings, debrief_replies=self.settings.max_replies_per_step if memory_turn else 0)
+        tool_format = self.play_settings.env_config.tool_format
+        prompt = game_system_prompt(
+            self.suite,
+            () if remem else tools.offered,
+            tool_format,
+            max_env_steps=settings.max_env_steps,
+            show_admissible=settings.show_admissible,
+            debrief=memory_turn,
+        )
+        if remem is not None:  # the game's own description (the first paragraph); ReMem's replaces its reply format
+            prompt = remem_system_prompt(
+                prompt.split("\n\n", 1)[0], GAME_ACT, GAME_ACT_EFFECT, tool_format, remem.budget
+            )
+            remem.decision, remem.turn_limit = "this command", settings.max_replies_per_step
+        setup = self.play_settings.setup(model, settings.max_replies_per_step)
+        env = self.play_settings.env(tools, setup, prompt, note=remem.note if remem is not None else None)
+
+        def debrief(so_far: GameResult) -> str:
+            outcome = "The task was completed." if so_far.won else "The task was not completed."
+            return memory_turn_message(game_trajectory_text(so_far), outcome)
+
+        episode = GameEpisode(
+            self.suite,
+            item.payload,
+            env,
+            setup,
+            settings,
+            open_game=self.open_game,
+            first_message=lambda text: task_message(text, demos),
+            debrief=debrief,
+        )
+        driver = ChatDriver(model, seed, setup.tokenizer)
+        result = driver.play(episode.play())
+        return Attempt(
+            game_trajectory_text(result),
+            None,
+            result.won,
+            driver.calls,
+            driver.prompt_tokens,
+            transcript(result.steps, remem.operations if remem is not None else ()),
+            result.error,
+        )
+
+    def strict(self, item: StreamItem, attempt: Attempt) -> float:
+        return 1.0 if attempt.won else 0.0
+
+    def failed_execution(self, item: StreamItem, rng: random.Random) -> str:
+        """A trajectory that wanders and stops at the step limit: a few visits, no success."""
+        places = [item.metadata.get("receptacle") or "countertop", "drawer", "cabinet", "shelf", "table"]
+        lines = []
+        for _ in range(rng.randint(2, 4)):
+            place = f"{rng.choice(places)} {rng.randint(1, 4)}"
+            lines.append(f"> go to {place}\nYou arrive at {place}. You see nothing useful.")
+        return game_execution(lines, won=False)
+
+
+def game_trajectory_text(result: GameResult) -> str:
+    """A game's execution: each environment step's ``> command`` (``(no command)`` when none was given) and what
+    the game said, then the outcome."""
+    lines = [f"> {step['command'] or '(no command)'}\n{step['observation']}" for step in result.transcript]
+    return game_execution(lines, result.won)
+
+
+def game_stream(config: StreamRunConfig, name: str, items: list[StreamItem]) -> GameStreamTask:
+    """The game stream ``name`` over ``items`` (each a game of the suite in its ``payload``)."""
+    from agemem.tasks.games import game_settings, get_suite
+
+    suite = get_suite(name)
+    return GameStreamTask(items, suite, game_settings(config, suite), StreamPlay(config.env, config.rollout))
 
 
 # --------------------------------------------------------------------------------------------- build
@@ -186,6 +304,4 @@ def build_task(config: StreamRunConfig) -> StreamTask:
         raise ConfigError(f"stream.task={name!r} gave no items; check its data settings (data.source, {name}.split)")
     if spec.kind == "qa":
         return _qa(config, name, items, [item.answer or "" for item in items])
-    from agemem.eval.stream.alfworld_task import game_stream
-
     return game_stream(config, name, items)

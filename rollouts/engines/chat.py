@@ -46,7 +46,11 @@ class EngineChat:
     def __call__(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, seed: int | None
     ) -> ChatReply:
-        prompt_ids = encode_chat(self.tokenizer, messages, tools)
+        return self.complete(encode_chat(self.tokenizer, messages, tools), messages, seed)
+
+    def complete(self, prompt_ids: list[int], messages: list[dict[str, Any]], seed: int | None) -> ChatReply:
+        """The reply to ``messages`` already rendered as ``prompt_ids`` with this model's tokenizer (an episode
+        renders every prompt itself: :class:`agemem.rollouts.chat_driver.ChatDriver` hands its ids over)."""
         sampling = dataclasses.replace(self.sampling, seed=seed)
         snapshot = [dict(message) for message in messages]  # the dialogue goes on appending to its own list
         (completion,) = self.engine.generate([prompt_ids], sampling, messages=[snapshot])

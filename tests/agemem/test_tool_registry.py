@@ -18,12 +18,10 @@ from agemem.core.config import EnvConfig
 from agemem.core.ltm import LongTermMemory
 from agemem.core.memory import DEFAULT_SCOPE, MemoryResult, MemoryStore
 from agemem.core.memory_store import SQLiteLongTermMemory
-from agemem.core.prompts import system_prompt
 from agemem.core.protocol import parse_response
 from agemem.core.tools import TOOL_NAMES, TOOLS, MemoryEvent, ToolCall, execute, make_call, register, unregister
-from agemem.eval.stream.agent import MEMORY_TOOLS, BankTools, Dialogue
+from agemem.eval.stream.agent import MEMORY_TOOLS, BankTools, StreamPlay
 from agemem.eval.stream.bank import BankMemory, MemoryBank, Record
-from agemem.rollouts.engines.chat import ChatReply
 from tests.conftest import WordSetEncoder
 
 COUNT_SCHEMA = {
@@ -72,25 +70,17 @@ def test_a_registered_tool_is_offered_parsed_and_run_alike_in_the_env_and_on_the
     env.add_user("Remember: Ada Quill lives in Oslo.")
     env_results = [json.loads(r.to_text()) for r in env.step(SCRIPT).tool_results]
 
-    # the streaming benchmark: the same tool offered to a policy on the experience bank, through its dialogue
+    # the streaming benchmark: the same tool offered to a policy on the experience bank, in a stream task's env
     bank = MemoryBank(WordSetEncoder())
 
     def write(content: str, metadata: dict[str, Any]) -> Record:
         return bank.add(Record(f"mem_{len(bank):08d}", "the task", content, "t", 0, "policy", metadata=metadata))
 
     offered = (*MEMORY_TOOLS, "Count_memory")
-    replies = iter([SCRIPT, "<think>t</think><answer>OK</answer>"])
-    dialogue = Dialogue(
-        lambda messages, tools, seed: ChatReply(next(replies)),
-        [{"role": "system", "content": system_prompt("agemem", "", offered)}],
-        offered,
-        BankTools(bank, write, offered),
-        None,
-        seed=None,
-    )
-    assert '"name": "Count_memory"' in dialogue.messages[0]["content"]
-    assert dialogue.until_answer(2).answer == "OK"
-    bank_results = [json.loads(m["content"]) for m in dialogue.messages if m["role"] == "tool"]
+    play = StreamPlay()
+    stream_env = play.env(BankTools(bank, write, offered), play.setup(lambda *args: None, 2), "")
+    assert '"name": "Count_memory"' in stream_env.context.messages[0].content
+    bank_results = [json.loads(r.to_text()) for r in stream_env.step(SCRIPT).tool_results]
 
     count, bad = {"tool": "Count_memory", "ok": True, "message": "1 memory", "count": 1}, env_results[2]
     assert env_results[1] == bank_results[1] == count  # parsed (alias), executed and shaped the same

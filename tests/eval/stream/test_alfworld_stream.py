@@ -1,4 +1,4 @@
-"""The ALFWorld stream: the game loop of the adapter on a scripted game (no engine needed), the items of the real
+"""The ALFWorld stream: the game episode of the adapter on a scripted game (no engine needed), the items of the real
 games under tests/data/alfworld, and the tiny random policy through the command line on two real games (needs
 the `alfworld` extra; skipped without it)."""
 
@@ -12,11 +12,12 @@ from pathlib import Path
 import pytest
 
 from agemem.eval.stream.agent import BankTools, ChatReply
-from agemem.eval.stream.alfworld_task import AlfworldStreamTask
 from agemem.eval.stream.bank import MemoryBank, Record
 from agemem.eval.stream.base import Demonstration
 from agemem.eval.stream.runner import read_steps
+from agemem.eval.stream.tasks import GameStreamTask
 from agemem.tasks.alfworld import (
+    SUITE,
     AlfworldConfig,
     Game,
     GameState,
@@ -63,9 +64,9 @@ class Replies:
         return ChatReply(self.replies.pop(0), prompt_tokens=10)
 
 
-def _task(games: list[ScriptedGame]) -> AlfworldStreamTask:
+def _task(games: list[ScriptedGame]) -> GameStreamTask:
     settings = AlfworldConfig(max_env_steps=5, max_replies_per_step=2)
-    return AlfworldStreamTask([], settings, open_game=lambda game: games.pop(0))
+    return GameStreamTask([], SUITE, settings, open_game=lambda game: games.pop(0))
 
 
 def _item():
@@ -94,7 +95,8 @@ def test_the_game_loop_sends_commands_and_reports_the_outcome():
         "<answer>take pen 1 from desk 1</answer>",
     )
     demo = Demonstration("mem_00000001", "put a pen in drawer", "> go to desk 1\nOutcome: done", 0.9)
-    attempt = _task([game]).play(_item(), [demo], model, None, seed=3)
+    no_tools = BankTools(MemoryBank(WordSetEncoder()), offered=())
+    attempt = _task([game]).play(_item(), [demo], model, no_tools, seed=3)
     assert attempt.won is True and game.said == ["go to desk 1", "take pen 1 from desk 1"] and game.closed
     assert attempt.execution.splitlines()[0] == "> go to desk 1" and attempt.execution.endswith("Outcome: done")
     assert '> open drawer 9\nNothing happens: "open drawer 9" is not an admissible command' in attempt.execution
