@@ -28,12 +28,17 @@ class MemorySystemConfig:
     """seconds one LLM call may take before it fails (and the endpoint check before the run)."""
     search_threshold: float = 0.0
     """mem0 / mem0g: minimum similarity of a memory a search returns."""
+    relation_top_k: int = 0
+    """mem0g: graph relations shown beside the memories per search, a list of their own (BM25-ranked by Mem0g);
+    0: as many as memories, the one limit Mem0g's own search applies to both."""
     langmem_enable_deletes: bool = False
     """langmem: let the memory manager delete memories (LangMem's default: off)."""
 
     def validate(self) -> None:
         if self.max_tokens < 1:
             raise ConfigError(f"max_tokens={self.max_tokens} must be >= 1")
+        if self.relation_top_k < 0:
+            raise ConfigError(f"relation_top_k={self.relation_top_k} must be >= 0 (0: as many as memories)")
         if self.timeout_s <= 0:
             raise ConfigError(f"timeout_s={self.timeout_s} must be > 0")
         if not 0.0 <= self.temperature <= 2.0:

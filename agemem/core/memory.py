@@ -21,6 +21,8 @@ import numpy as np
 DEFAULT_SCOPE = "default"
 # Keys written by the store itself; the agent's metadata may not overwrite them.
 SYSTEM_KEYS = ("created_at", "updated_at")
+RELATION = "relation"
+"""``metadata["kind"]`` of a retrieved graph relation (Mem0g's triples), which a retrieval shows apart."""
 
 Op = Literal["add", "update", "delete", "retrieve"]
 
@@ -61,7 +63,11 @@ class MemoryResult:
         either way, and the agent has just written their content)."""
         payload: dict[str, Any] = {"ok": self.ok, "message": self.message}
         if self.op == "retrieve":
-            payload["memories"] = [{**e.to_json(), "score": round(s, 4)} for e, s in zip(self.entries, self.scores)]
+            shown = [({**e.to_json(), "score": round(s, 4)}, e) for e, s in zip(self.entries, self.scores)]
+            payload["memories"] = [row for row, e in shown if e.metadata.get("kind") != RELATION]
+            relations = [row for row, e in shown if e.metadata.get("kind") == RELATION]
+            if relations:  # a graph store's (source, relation, target) triples: a list of their own
+                payload["relations"] = relations
         elif self.entries and echo_changes:
             payload["memories"] = [e.to_json() for e in self.entries]
         return payload

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from agemem.core.ltm import SnapshotError
-from agemem.core.memory import DEFAULT_SCOPE, MemoryEntry, MemoryResult, count_message, unknown_id_message
+from agemem.core.memory import DEFAULT_SCOPE, RELATION, MemoryEntry, MemoryResult, count_message, unknown_id_message
 
 if TYPE_CHECKING:
     from agemem.eval.baselines.endpoint import UsageMeter
@@ -50,7 +50,8 @@ class MemorySystem(Protocol):
         ...
 
     def search(self, query: str, top_k: int, scope: str) -> list[Recalled]:
-        """The system's own search, best first."""
+        """The system's own search: up to ``top_k`` memories, best first; a graph store adds its relations
+        (``kind="relation"``), as many as its own setting says."""
         ...
 
     def memories(self, scope: str) -> list[Recalled]:
@@ -121,14 +122,18 @@ class SystemMemory:
             return MemoryResult("retrieve", False, message="query must be non-empty text")
         started = time.perf_counter()
         try:
-            found = self.system.search(query, top_k, scope)[:top_k]
+            found = self.system.search(query, top_k, scope)
         except Exception as err:  # any library failure costs this search, never the run
             self._failed("search", err)
             found = []
         finally:
             self.seconds += time.perf_counter() - started
-        entries = [self._entry(r, scope) for r in found]
-        return MemoryResult("retrieve", True, entries, [r.score for r in found], count_message(len(found), "found"))
+        # two lists, each with its own k: relations never crowd out memories, nor memories relations
+        memories = [r for r in found if r.kind != RELATION][:top_k]
+        relations = [r for r in found if r.kind == RELATION]
+        shown = memories + relations
+        message = count_message(len(memories), "found") + (f"; {len(relations)} relation(s)" if relations else "")
+        return MemoryResult("retrieve", True, [self._entry(r, scope) for r in shown], [r.score for r in shown], message)
 
     def _failed(self, verb: str, err: Exception) -> None:
         self.failures[verb] += 1

@@ -45,7 +45,16 @@ def langchain_embeddings(encoder: Encoder) -> Any:
 class Mem0System:
     """Mem0 (``graph=False``) or Mem0g (``graph=True``); a scope is a Mem0 ``user_id``."""
 
-    def __init__(self, llm: LLMTarget, encoder: Encoder, folder: Path, *, graph: bool, search_threshold: float):
+    def __init__(
+        self,
+        llm: LLMTarget,
+        encoder: Encoder,
+        folder: Path,
+        *,
+        graph: bool,
+        search_threshold: float,
+        relation_top_k: int = 0,
+    ):
         os.environ.setdefault("MEM0_TELEMETRY", "False")  # read when mem0 is imported: no posthog calls home
         os.environ.setdefault("MEM0_DIR", str(folder / "mem0_home"))  # mem0 keeps a user-id file there
         memory_cls = require("mem0", "Memory", extra="baselines")
@@ -59,6 +68,8 @@ class Mem0System:
         shutil.rmtree(folder, ignore_errors=True)  # a run's store starts empty; resumed runs re-insert
         folder.mkdir(parents=True, exist_ok=True)
         self.search_threshold = search_threshold
+        self.relation_top_k = relation_top_k
+        """Mem0g: relations per search (0: as many as memories)."""
         self.config: dict[str, Any] = {
             "llm": {
                 "provider": "openai",
@@ -97,11 +108,15 @@ class Mem0System:
         self.memory.add([{"role": "user", "content": text}], user_id=scope)
 
     def search(self, query: str, top_k: int, scope: str) -> list[Recalled]:
-        found = self.memory.search(query, user_id=scope, limit=top_k, threshold=self.search_threshold)
-        recalled = [Recalled(r["id"], r["memory"], float(r.get("score") or 0.0)) for r in found.get("results", [])]
-        # relations come unranked after the memories, as Mem0g's own search returns them
-        recalled += [_relation(r) for r in found.get("relations", [])[:top_k]]
-        return recalled
+        """Up to ``top_k`` memories, best first, then (Mem0g) up to ``relation_top_k`` relations: a list of their
+        own, which the harness shows apart (``relations``), so a scope holding more than k memories still shows
+        them. Mem0g's search applies one limit to both lists; asking for the larger and cutting each keeps every
+        list as the library ranks it (memories by similarity, relations by BM25 over the matched entities)."""
+        relations_k = self.relation_top_k or top_k
+        limit = max(top_k, relations_k) if self.graph else top_k
+        found = self.memory.search(query, user_id=scope, limit=limit, threshold=self.search_threshold)
+        memories = [Recalled(r["id"], r["memory"], float(r.get("score") or 0.0)) for r in found.get("results", [])]
+        return memories[:top_k] + [_relation(r) for r in found.get("relations", [])[:relations_k]]
 
     def memories(self, scope: str) -> list[Recalled]:
         held = self.memory.get_all(user_id=scope, limit=10_000)
@@ -137,6 +152,7 @@ class Mem0System:
             "embedder": self.encoder_name,
             "vector_store": "qdrant (local mode)",
             "search_threshold": self.search_threshold,
+            "relation_top_k": (self.relation_top_k or "as many as memories") if self.graph else None,
             "infer": True,
             "llm_failures": self.errors.count,
         }

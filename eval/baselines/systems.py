@@ -24,8 +24,15 @@ def mem0(llm: LLMTarget, config: EvalRunConfig, encoder: Encoder, folder: Path) 
 def mem0g(llm: LLMTarget, config: EvalRunConfig, encoder: Encoder, folder: Path) -> MemorySystem:
     from agemem.eval.baselines.mem0 import Mem0System
 
-    threshold = config.eval.memory_system.search_threshold
-    return Mem0System(llm, encoder, folder, graph=True, search_threshold=threshold)
+    settings = config.eval.memory_system
+    return Mem0System(
+        llm,
+        encoder,
+        folder,
+        graph=True,
+        search_threshold=settings.search_threshold,
+        relation_top_k=settings.relation_top_k,
+    )
 
 
 def amem(llm: LLMTarget, config: EvalRunConfig, encoder: Encoder, folder: Path) -> MemorySystem:

@@ -35,7 +35,7 @@ from agemem.rollouts.engines.chat import EngineChat
 from agemem.tasks import load_tasks
 from tests.conftest import WordSetEncoder
 from tests.eval.agents import MessagesEngine
-from tests.eval.memory_models import MemorySystemsModel
+from tests.eval.memory_models import MEM0G_ENTITIES, MemorySystemsModel, tool_call
 from tests.eval.toy_memory import ListSystem
 
 if importlib.util.find_spec("mem0") is None:  # find, not import: importing mem0 here would start its telemetry
@@ -242,6 +242,55 @@ def test_results_keep_the_pinned_library_versions(tmp_path, tokenizer):
     assert settings["library"] == "mem0ai==1.0.11" and settings["graph"] == "kuzu==0.11.3"
     assert settings == results["memory_system"]
     assert results["J"] == 0.0 and results["MQ"] == 0.0  # nothing worth remembering was extracted
+
+
+class GraphQueryModel(MemorySystemsModel):
+    """Also names the entities of a search query (no fact in it): each stored subject the query mentions."""
+
+    def __call__(self, conversation):
+        last_user = next(m["content"] for m in reversed(conversation) if m["role"] == "user")
+        prompt = "\n".join(str(m.get("content") or "") for m in conversation)
+        if MEM0G_ENTITIES in prompt and not self._found(last_user):
+            self._count("mem0g_query_entities")
+            named = [s for s in (f.split()[0].strip(".,").lower() for f in self.facts) if s in last_user.lower()]
+            entities = [{"entity": subject, "entity_type": "topic"} for subject in named]
+            return tool_call("extract_entities", {"entities": entities}) if entities else ""
+        return super().__call__(conversation)
+
+
+@pytest.mark.parametrize("relation_top_k", [0, 1])
+def test_mem0g_shows_its_relations_beside_k_memories_when_the_scope_holds_more(relation_top_k, tmp_path, tokenizer):
+    from agemem.eval.baselines import build_memory_system
+
+    facts = [f"{name} is a city on the {side} coast." for name, side in [("Aldor", "north"), ("Brise", "south")]]
+    facts += [f"Cova{n} is a village with {n} wells." for n in range(4)]
+    model = GraphQueryModel(facts, {}, {})
+    overrides = [*FAST, f"eval.memory_system.relation_top_k={relation_top_k}"]
+    config = load_config(AgeMemConfig, overrides=overrides)
+    built = build_memory_system(
+        "mem0g", config, Backend(MessagesEngine(tokenizer, model), tokenizer), WordSetEncoder(dim=4096), tmp_path
+    )
+    try:
+        for fact in facts:
+            built.store.observe(f"By the way: {fact}", scope="run")
+        held = [e for e in built.store.entries(scope="run") if e.metadata["kind"] == "memory"]
+        assert len(held) == 6  # more memories than the k = 2 a search shows
+        env = _env(built.store, "run")  # rag_top_k = 2
+        env.add_user("Which coast are Aldor and Brise on?")
+        assert env.rag_retrieve() is not None
+        shown = json.loads(env.context.messages[-1].content)
+    finally:
+        built.close()
+    assert len(shown["memories"]) == 2 and all(not m["content"].startswith("relation: ") for m in shown["memories"])
+    relations = [r["content"] for r in shown["relations"]]
+    # its own k: as many as memories (Mem0g's one limit), or the one set; ranked by the library (BM25)
+    assert len(relations) == (relation_top_k or 2)
+    assert set(relations) <= {
+        "relation: aldor -- is_described_as -- fact",
+        "relation: brise -- is_described_as -- fact",
+    }
+    assert model.calls["mem0g_query_entities"] >= 1
+    assert built.store.system.settings()["relation_top_k"] == (relation_top_k or "as many as memories")
 
 
 class FailingSystem(ListSystem):
