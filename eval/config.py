@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 from agemem.core.configlib import ConfigError
 from agemem.eval.memory_systems import eval_variants
@@ -64,7 +65,11 @@ class EvalConfig:
     distractors: bool = False
     """play Stage 2 (the `distractors` section says which and how many); off, as the authors evaluate."""
     rag_top_k: int = 3
-    """variant rag: LTM entries shown before every agent step."""
+    """variant rag and the memory-system variants: memories shown before every agent step, one k for every memory
+    (the retrieval protocol, docs/baselines.md#one-retrieval-protocol)."""
+    rag_query: Literal["latest", "task"] = "task"
+    """what that retrieval searches with: task (a game's goal and latest observation, a question's latest message),
+    or latest (the latest user message, in a game the observation with its command list)."""
     chunk_size: int = 32
     """questions (or ALFWorld games) played together, then scored and saved; an interrupted run redoes at most one
     chunk."""

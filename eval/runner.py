@@ -249,6 +249,7 @@ def run_benchmark(
         "checkpoint": resolved.checkpoint,
         "variant": variant,
         **benchmark.identity(config),
+        "retrieval": retrieval_protocol(config),
     }
     check_identity(out / "run.json", identity, work=out / "examples.jsonl")
     log = ExampleLog(out / "examples.jsonl")
@@ -276,6 +277,7 @@ def run_benchmark(
         **benchmark.aggregate(examples),
         **(session.summary() if session is not None else {}),
         **({"memory_system": memory_system} if memory_system is not None else {}),
+        "retrieval": retrieval_protocol(config),
         "played": played,
         "resumed": len(items) - played,
         "wall_s": round(time.perf_counter() - started, 3),
@@ -285,6 +287,15 @@ def run_benchmark(
     }
     write_outputs(benchmark, out, "results", [results], plot=config.eval.plot)
     return results
+
+
+def retrieval_protocol(config: EvalRunConfig) -> dict[str, Any] | None:
+    """How memories reach the agent unasked, before every step (variant ``rag`` and the memory systems): how many
+    (``eval.rag_top_k``, one k for every memory) and searched with what (``eval.rag_query``); None where the agent
+    retrieves only by its own calls (``agemem``, ``ltm_only``) or has no memory."""
+    if not config.env.rag_top_k:
+        return None
+    return {"top_k": config.env.rag_top_k, "query": config.env.rag_query, "when": "before every agent step"}
 
 
 def play(

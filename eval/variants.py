@@ -51,6 +51,7 @@ def apply_variant(config: EvalRunConfig, variant: str) -> EvalRunConfig:
         config.env.tools += extra
     shows_memory = variant == "rag" or system
     config.env.rag_top_k = config.eval.rag_top_k if shows_memory else 0
+    config.env.rag_query = config.eval.rag_query
     if shows_memory:
         config.rollout.introspective_top_k = 0
     config.rollout.stage1 = variant != "no_memory"

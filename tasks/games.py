@@ -340,6 +340,7 @@ class GameEpisode(Episode):
             won, over, score = state.won, state.over, state.score  # a game may be decided at reset (a custom problem)
             progress = 1.0 if won else state.progress
             self.task.question = state.goal or state.observation.strip()
+            env.task_query = self._query(state.observation)
             first = self._with_commands(state.observation, state)
             env.add_user(self.first_message(first) if self.first_message else first, question=True)
             said = state.observation
@@ -361,6 +362,7 @@ class GameEpisode(Episode):
                     progress = 1.0 if won else max(progress, state.progress)
                     score = state.score
                 self.transcript.append({"command": command, "admissible": accepted, "observation": said})
+                env.task_query = self._query(said)
                 # a memory system is handed what happened (not the command list): a command and its result
                 observed = f'Task "{self.task.question}": "{command}" -> {said}' if accepted else ""
                 if not (won or over) and steps < settings.max_env_steps:
@@ -412,6 +414,12 @@ class GameEpisode(Episode):
             f"{said}\n\nThe game is over. {outcome} Store what may help in later games with your memory tools, then "
             "reply with <answer>done</answer>."
         )
+
+    def _query(self, observation: str) -> str:
+        """What the game is about now, for a retrieval by task (``env.rag_query=task``): the goal and the latest
+        observation, without the command list (a list of commands matches every memory of the same room)."""
+        goal, said = self.task.question.strip(), observation.strip()
+        return said if not goal or goal in said else f"{goal}\n{said}"
 
     def _with_commands(self, text: str, state: GameState) -> str:
         if not self.settings.show_admissible:

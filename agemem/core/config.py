@@ -132,7 +132,12 @@ class EnvConfig:
     tools: list[str] = field(default_factory=lambda: list(TOOL_NAMES))
     """tools the agent is offered (prompt, schemas, execution); a call to any other is an unknown-tool error."""
     rag_top_k: int = 0
-    """before every agent step, show the top-k LTM entries for the latest user message (the -RAG ablation); 0 = off."""
+    """before every agent step, show the top-k LTM entries for the latest user message or the task (rag_query; the
+    -RAG ablation and the memory-system baselines); 0 = off."""
+    rag_query: Literal["latest", "task"] = "latest"
+    """what that retrieval searches with: latest (the latest user message), task (what the episode says the task
+    is about now, where it says: a game's goal and its latest observation without the command list; elsewhere the
+    latest user message)."""
     rag_replace: bool = False
     """each rag_top_k block replaces the previous one, so the context holds only the latest retrieval (the
     memory-system baselines, whose memory changes at every message); false: blocks pile up (the -RAG ablation)."""

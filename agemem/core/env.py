@@ -329,6 +329,9 @@ class MemoryEnv:
         self.stats = EpisodeStats()
         self._step = 0
         self._last_rag: tuple[Message, tuple[str, ...]] | None = None
+        self.task_query: str | None = None
+        """what the task is about now, as the episode says it (a game: its goal and latest observation); the
+        retrieval before each step searches with it under ``env.rag_query=task``. None: the latest user message."""
         self._withheld: tuple[tuple[str, ...], str] | None = None
         """(env.tools not offered now, where) while :meth:`offer` holds a stage's set; None: all of env.tools."""
 
@@ -435,7 +438,8 @@ class MemoryEnv:
 
     def rag_retrieve(self) -> RetrievalRecord | None:
         """The -RAG ablation's step (``env.rag_top_k`` > 0): before the agent's step, show the top-k LTM
-        entries for the latest user message; call it before rendering every prompt.
+        entries for the latest user message, or for :attr:`task_query` under ``env.rag_query=task`` where the
+        episode sets one; call it before rendering every prompt.
 
         The same entries are not shown twice for the same message (a second step on a message sees a new
         block only when memory changed in between). Nothing happens when rag_top_k is 0, when there is no
@@ -445,17 +449,18 @@ class MemoryEnv:
         latest = next((m for m in reversed(self.context.messages) if m.role == "user" and m.kind != "summary"), None)
         if not top_k or latest is None:
             return None
-        result = self._metered(self.ltm.retrieve, latest.content, top_k, scope=self.scope)
+        query = self.task_query if self.config.rag_query == "task" and self.task_query else latest.content
+        result = self._metered(self.ltm.retrieve, query, top_k, scope=self.scope)
         if not (result.ok and result.entries):
             return None
-        shown = (latest, tuple(e.id for e in result.entries))
+        shown = (latest, tuple(e.id for e in result.entries))  # one block per message, whatever the query
         if self._last_rag is not None and self._last_rag[0] is shown[0] and self._last_rag[1] == shown[1]:
             return None
         self._last_rag = shown
         if self.config.rag_replace:  # only the latest retrieval stays: a memory that changes per message would pile up
             self.context.messages = [m for m in self.context.messages if m.kind != "rag"]
         self._show_retrieval(result, "rag")
-        record = self._retrieval_record(latest.content, top_k, result)
+        record = self._retrieval_record(query, top_k, result)
         self.stats.introspections.append(record)
         return record
 
