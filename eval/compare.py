@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from rich.table import Table
 
     from agemem.core.encoders import Encoder
-    from agemem.eval.config import EvalRunConfig
+    from agemem.eval.config import EvalConfig, EvalRunConfig
     from agemem.eval.models import Backend
     from agemem.eval.runner import Benchmark
 
@@ -208,6 +208,8 @@ class FinishedRun:
     """its folder, relative to the comparison's output folder."""
     timing: dict[str, float] | None
     """:func:`run_timing` of the invocation that played it (None: not known)."""
+    interval: list[float] | None = None
+    """the 95% bootstrap interval of its headline number (:func:`headline_interval`; None: not computed)."""
 
 
 def comparison_rows(runs: Sequence[FinishedRun], metrics: Mapping[str, str]) -> list[dict[str, Any]]:
@@ -230,6 +232,7 @@ def comparison_rows(runs: Sequence[FinishedRun], metrics: Mapping[str, str]) -> 
                 "items": {},
                 "runs": {},
                 "judges": {},
+                "intervals": {},
             },
         )
         judge = results.get("judge")
@@ -238,6 +241,7 @@ def comparison_rows(runs: Sequence[FinishedRun], metrics: Mapping[str, str]) -> 
         row["values"][benchmark] = float(value) if is_number(value) else None
         row["items"][benchmark] = results["played"] + results["resumed"]
         row["runs"][benchmark] = run.folder
+        row["intervals"][benchmark] = run.interval
         timings.setdefault(key, {})[benchmark] = run.timing
         llm.setdefault(key, {})[benchmark] = llm_cost(results)
     for key, row in rows.items():
@@ -269,8 +273,11 @@ def reference_block(reference: ReferenceTable = PAPER_TABLE) -> dict[str, Any]:
     }
 
 
-def percent_cell(value: float | None) -> str:
-    return MISSING if value is None else f"{value:.2f}"
+def percent_cell(value: float | None, interval: Sequence[float] | None = None) -> str:
+    """``41.07``, or with its interval ``41.07 [38.20, 44.10]``; :data:`MISSING` without a value."""
+    if value is None:
+        return MISSING
+    return f"{value:.2f}" + (f" [{interval[0]:.2f}, {interval[1]:.2f}]" if interval else "")
 
 
 def cost_keys(rows: Sequence[dict[str, Any]]) -> list[str]:
@@ -293,7 +300,7 @@ def our_table(comparison: Mapping[str, Any]) -> tuple[list[str], list[list[str]]
         [
             row["model"],
             row["method"],
-            *(percent_cell(row["values"].get(c.name)) for c in columns),
+            *(percent_cell(row["values"].get(c.name), row.get("intervals", {}).get(c.name)) for c in columns),
             *(cost_cell(k, row["cost"]["per_task"].get(k)) for k in costs),
         ]
         for row in rows
@@ -328,12 +335,19 @@ def comparison_markdown(comparison: Mapping[str, Any]) -> str:
     ran = [c for c in comparison["columns"] if c["metric"]]
     items = ", ".join(f"{benchmark_title(c['name'])} {c['items']}" for c in ran)
     llm = len(cost_keys(comparison["rows"])) > 1
+    bootstrap = comparison.get("bootstrap")
+    intervals = (
+        f"percentile bootstrap over the run's items, {bootstrap['samples']} resamples, seed {bootstrap['seed']}"
+        if bootstrap
+        else ""
+    )
     text = f"# {comparison['title']}\n\n" + markdown(*our_table(comparison))
     text += (
-        f"\nEach benchmark column: its headline metric in % (results key in brackets; HotpotQA J: the judge's answer "
-        f"score x100, the paper's LLM-judge score when reward.judge is a model; ALFWorld SR: games won); {MISSING}: "
-        f"not run. Items per benchmark: {items}. s/task: wall-clock seconds per item played over the row's runs "
-        "(loading the model included)"
+        "\nEach benchmark column: its headline metric in % (results key in brackets; HotpotQA J: the judge's answer "
+        "score x100, the paper's LLM-judge score when reward.judge is a model; ALFWorld SR: games won)"
+        + (f", then its 95% interval ({intervals})" if intervals else "")
+        + f"; {MISSING}: not run. Items per benchmark: {items}. s/task: wall-clock seconds per item played over the "
+        "row's runs (loading the model included)"
         + ("; the other /task columns: the LLM calls and tokens the runs report, per item" if llm else "")
         + ". Runs: <benchmark>/<model>__<variant>/ under this folder (comparison.json: rows[].runs).\n"
     )
@@ -425,6 +439,26 @@ def previous_timings(path: Path) -> dict[str, dict[str, float]]:
         return {}
 
 
+def headline_interval(benchmark: Benchmark, metric: str, run_dir: Path, settings: EvalConfig) -> list[float] | None:
+    """The 95% interval of a run's headline number: its finished items (``examples.jsonl``) resampled
+    ``eval.bootstrap_samples`` times (:func:`agemem.eval.stats.bootstrap_interval`, seeded with
+    ``eval.bootstrap_seed``), the benchmark's own aggregate recomputed on each resample; None when intervals are off
+    or the run has fewer than two items."""
+    if not settings.bootstrap_samples:
+        return None
+    from agemem.eval.report import ExampleLog
+    from agemem.eval.stats import bootstrap_interval
+
+    examples = list(ExampleLog(run_dir / "examples.jsonl").finished().values())
+
+    def headline(sample: list[dict[str, Any]]) -> float | None:
+        value = benchmark.aggregate(sample).get(metric)
+        return float(value) if is_number(value) else None
+
+    found = bootstrap_interval(examples, headline, samples=settings.bootstrap_samples, seed=settings.bootstrap_seed)
+    return None if found is None else [round(found[0], 2), round(found[1], 2)]
+
+
 def read_results(path: Path) -> dict[str, Any]:
     results = json.loads(path.read_text(encoding="utf-8"))
     if not isinstance(results, dict):
@@ -471,7 +505,8 @@ def compare(
             results = read_results(run_dir / "results.json")
             key = run_dir.relative_to(out).as_posix()
             timing = run_timing(results) or before.get(run_dir) or previous.get(key)
-            finished.append(FinishedRun(results, key, timing))
+            interval = headline_interval(benchmarks[name], metrics[name], run_dir, config.eval)
+            finished.append(FinishedRun(results, key, timing, interval))
     rows = comparison_rows(finished, metrics)
     # the judge goes into the header: a rule-judged HotpotQA J is not the paper's LLM-judged J
     ran = [BenchmarkColumn(name, metrics[name], column_judge(rows, name)) for name in names]
@@ -484,6 +519,9 @@ def compare(
         ],
         "rows": rows,
     }
+    settings = next(iter(configs.values())).eval
+    if settings.bootstrap_samples:
+        comparison["bootstrap"] = {"samples": settings.bootstrap_samples, "seed": settings.bootstrap_seed}
     if reference:
         comparison["reference"] = reference_block(PAPER_TABLE)
     write_json(out / "comparison.json", comparison)

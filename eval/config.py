@@ -70,6 +70,11 @@ class EvalConfig:
     rag_query: Literal["latest", "task"] = "task"
     """what that retrieval searches with: task (a game's goal and latest observation, a question's latest message),
     or latest (the latest user message, in a game the observation with its command list)."""
+    bootstrap_samples: int = 1000
+    """`agemem compare`: resamples of a run's items behind the 95% interval shown beside each headline number (the
+    percentile bootstrap of the benchmark's own aggregate); 0: no intervals."""
+    bootstrap_seed: int = 0
+    """seed of those resamples (the same interval on every rebuild of the table)."""
     chunk_size: int = 32
     """questions (or ALFWorld games) played together, then scored and saved; an interrupted run redoes at most one
     chunk."""
@@ -90,6 +95,8 @@ class EvalConfig:
             raise ConfigError(f"variants={self.variants} must list at least one variant, each once")
         if len(set(self.models)) != len(self.models):
             raise ConfigError(f"models={self.models} lists a model twice; list each once")
+        if self.bootstrap_samples < 0:
+            raise ConfigError(f"bootstrap_samples={self.bootstrap_samples} must be >= 0 (0: no intervals)")
         if self.rag_top_k < 1:
             raise ConfigError(f"rag_top_k={self.rag_top_k} must be >= 1 (memories shown before each step)")
         if self.chunk_size < 1:

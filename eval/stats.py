@@ -3,15 +3,50 @@
 * :func:`wilson_interval`: the Wilson score interval of a success proportion (what TraceRetain reports);
 * :func:`sign_test`: the exact two-sided sign test of two strategies run on the same tasks in the same order
   (a task counts for the first when it succeeded there and failed in the other, for the second the other way
-  round; ties are dropped).
+  round; ties are dropped);
+* :func:`bootstrap_interval`: the percentile bootstrap interval of any statistic of a run's items (what
+  ``agemem compare`` reports beside each headline number).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
+import numpy as np
 from scipy.stats import binomtest
+
+Item = TypeVar("Item")
+
+
+def bootstrap_interval(
+    items: Sequence[Item],
+    statistic: Callable[[list[Item]], float | None],
+    *,
+    samples: int = 1000,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> tuple[float, float] | None:
+    """The percentile bootstrap interval of ``statistic`` over ``items`` (Efron & Tibshirani 1993, ch. 13).
+
+    Draw ``samples`` resamples of ``n = len(items)`` items with replacement (NumPy's PCG64 seeded with ``seed``, so
+    the interval is the same on every call); ``θ*_b = statistic(resample_b)``; the interval is the
+    ``(1 - confidence) / 2`` and ``(1 + confidence) / 2`` quantiles of the ``θ*_b`` (linear interpolation). The
+    statistic is the benchmark's own aggregate, so the interval is of exactly the number the table shows. None when
+    there are fewer than two items or no resample gives a number.
+    """
+    if len(items) < 2 or samples < 1:
+        return None
+    rng = np.random.default_rng(seed)
+    draws = rng.integers(0, len(items), size=(samples, len(items)))
+    values = [statistic([items[i] for i in row]) for row in draws]
+    numbers = np.array([v for v in values if v is not None], dtype=float)
+    if not len(numbers):
+        return None
+    tail = (1.0 - confidence) / 2
+    low, high = np.quantile(numbers, [tail, 1.0 - tail])
+    return float(low), float(high)
 
 
 def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:

@@ -252,7 +252,7 @@ def test_tiny_random_model_on_hotpotqa_and_alfworld_then_a_resumption_that_plays
     assert (out / "hotpotqa" / "comparison.json").is_file()  # each benchmark's own agemem-eval comparison
     table = _table((out / "comparison.md").read_text())
     assert table[0][:5] == ["model", "method", "HotpotQA (J, rule judge)", "ALFWorld (SR)", "s/task"]
-    assert table[1][:4] == ["tiny-random-qwen2", "AgeMem", "0.00", "0.00"]
+    assert table[1][:4] == ["tiny-random-qwen2", "AgeMem", "0.00 [0.00, 0.00]", "0.00 [0.00, 0.00]"]  # 95% interval
 
     # a re-run loads no model and plays nothing; the table comes back from results.json, timings included
     def no_model(resolved):
