@@ -23,8 +23,9 @@ class MemorySystemConfig:
     """sent as the bearer token (local servers ignore it)."""
     temperature: float = 0.0
     """sampling temperature of the system's LLM calls (A-Mem sets its own, 1.0)."""
-    max_tokens: int = 1024
-    """the most tokens one of the system's LLM replies may have."""
+    max_tokens: int = 2000
+    """the most tokens one of the system's LLM replies may have (2000: Mem0's own default; a long ALFWorld update
+    reply cut shorter no longer parses)."""
     timeout_s: float = 600.0
     """seconds one LLM call may take before it fails (and the endpoint check before the run)."""
     search_threshold: float = 0.0

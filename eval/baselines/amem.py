@@ -7,7 +7,8 @@ fork of the authors' agiresearch/A-mem with the same ``AgenticMemorySystem``). T
 Every observed message becomes a note (``add_note``): the LLM writes its keywords, context and tags, then
 decides whether the note evolves its nearest neighbours (links, updated contexts and tags). The note's content
 is the message itself, so A-Mem never loses a fact to a failed extraction; what its LLM adds is the metadata and
-the links. A search is ``search_agentic``: the nearest notes by embedding plus their linked neighbours.
+the links. A search is ``search_agentic``: the k nearest notes by embedding (the library appends their linked
+neighbours and then cuts the list to k, so a neighbour shows only when fewer than k notes match).
 
 Each scope is its own ``AgenticMemorySystem`` over an embedded ChromaDB folder; notes are embedded with the
 harness's sentence-transformers model (by path, so nothing is downloaded). Chroma's telemetry is off.
@@ -135,7 +136,7 @@ class AMemSystem:
             "vector_store": f"chromadb=={version_of('chromadb')} (embedded)",
             "llm": {"model": self.llm.model, "temperature": "A-Mem's own (1.0)", "max_tokens": self.llm.max_tokens},
             "embedder": self.encoder_path,
-            "search": "search_agentic (nearest notes plus linked neighbours)",
+            "search": "search_agentic (the k nearest notes; linked neighbours only within k)",
             "llm_failures": self.printed_failures + self.logged.count,
         }
 

@@ -77,7 +77,10 @@ def test_smoke_train_check_is_agemem_train_at_the_planned_shape(smoke):
         parts = row["rollout_s"] + row["score_s"] + row["update_s"] + row["sync_s"]
         assert 0 < parts <= row["step_s"]
         assert row["update_tokens_per_s"] == pytest.approx(row["tokens_forwarded"] / row["update_s"], rel=1e-6)
-        assert row["update_mfu"] is not None and 0 < row["update_mfu"] < 1
+        # MFU is the update's FLOP rate over the bf16 matmul rate this run measured; on a CPU an fp32 update may beat
+        # that bf16 rate (and a shared machine moves both), so only the formula is checked here, not MFU < 1
+        peak = smoke["report"]["checks"]["matmul"]["bf16_tflops"]
+        assert row["update_mfu"] == pytest.approx(row["update_tflops"] / peak, rel=1e-6) and row["update_mfu"] > 0
         assert row["gpu_peak_gib"] == {}  # no CUDA: no GPU keys, never zeros
     assert train["gpu_reserved_gib"] == {}
     # the 0.5B config shrunk: the real vocabulary, tied head and biases at the smoke's width and depth
