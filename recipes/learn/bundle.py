@@ -94,6 +94,23 @@ def warm_start_settings(config: LearnRunConfig) -> dict[str, Any]:
     return settings
 
 
+def stale_settings(recorded: dict[str, Any], shipped: dict[str, Any], defaults: dict[str, Any]) -> list[str]:
+    """The dotted keys where a bundle's ``recorded`` settings differ from the ``shipped`` recipe's: a value that
+    differs, or a key the bundle does not record (added to the config after it was built) whose shipped value is not
+    its default (a new setting defaults to the behaviour before it, which is what the bundle was trained with)."""
+    stale = []
+    for key, value in shipped.items():
+        default = defaults.get(key) if isinstance(defaults, dict) else None
+        if key not in recorded:
+            if value != default:
+                stale.append(key)
+        elif isinstance(value, dict) and isinstance(recorded[key], dict):
+            stale += [f"{key}.{inner}" for inner in stale_settings(recorded[key], value, default or {})]
+        elif recorded[key] != value:
+            stale.append(key)
+    return stale + [key for key in recorded if key not in shipped]
+
+
 WARM_START_SECTIONS = ("learn", "data", "policy", "rollout", "env", "distractors")
 NOT_WARM_START = ("seeds", "warm_start", "eval_tasks", "eval_seed")
 """``learn`` keys that do not change a seed's warm start (which seed is in the manifest's ``seed``)."""

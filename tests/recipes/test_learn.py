@@ -178,11 +178,26 @@ def test_the_bundled_warm_start_is_intact_and_was_trained_with_the_shipped_setti
     """A changed configs/learn_cpu.yaml (a key that shapes stages 1-3) needs the bundle rebuilt: the command is in
     the failure message."""
     from agemem.core.resources import resolve
-    from agemem.recipes.learn.bundle import check_bundle, warm_start_settings
+    from agemem.recipes.learn.bundle import check_bundle, stale_settings, warm_start_settings
 
     folder = resolve("bundled:learn-warm-start")
     assert check_bundle(folder) == []
     manifest = json.loads((Path(folder) / "MANIFEST.json").read_text())
     shipped = warm_start_settings(load_config(LearnRunConfig, "configs/learn_cpu.yaml", []))
-    assert manifest["settings"] == shipped, f"rebuild the bundle: {manifest['rebuild']}"
+    defaults = warm_start_settings(LearnRunConfig())
+    assert stale_settings(manifest["settings"], shipped, defaults) == [], f"rebuild the bundle: {manifest['rebuild']}"
     assert manifest["seed"] == 0
+
+
+def test_a_setting_added_after_the_bundle_counts_only_when_the_recipe_moves_it_off_its_default():
+    recorded = {"env": {"rag_top_k": 0, "ltm": {"id_style": "hash"}}, "learn": {"steps": 4}}
+    shipped = {"env": {"rag_top_k": 0, "rag_query": "latest", "ltm": {"id_style": "hash"}}, "learn": {"steps": 4}}
+    defaults = {"env": {"rag_top_k": 0, "rag_query": "latest", "ltm": {"id_style": "hash"}}, "learn": {"steps": 1}}
+    from agemem.recipes.learn.bundle import stale_settings
+
+    assert stale_settings(recorded, shipped, defaults) == []  # a new key at its default: trained as before
+    moved = {**shipped, "env": {**shipped["env"], "rag_query": "task"}}
+    assert stale_settings(recorded, moved, defaults) == ["env.rag_query"]
+    changed = {**shipped, "env": {**shipped["env"], "ltm": {"id_style": "short"}}, "learn": {"steps": 5}}
+    assert stale_settings(recorded, changed, defaults) == ["env.ltm.id_style", "learn.steps"]
+    assert stale_settings({**recorded, "gone": 1}, shipped, defaults) == ["gone"]  # a key the recipe dropped
