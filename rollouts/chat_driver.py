@@ -40,10 +40,14 @@ class ChatDriver:
         an ``error`` completion, which ends it the way it ends any episode (``engine_error``)."""
         try:
             request = next(run)
-            while True:
-                request = run.send(self.complete(request))
         except StopIteration as finished:
             return finished.value
+        while True:
+            completion = self.complete(request)  # outside the try: a StopIteration from the model is its own error
+            try:
+                request = run.send(completion)
+            except StopIteration as finished:
+                return finished.value
 
     def complete(self, request: GenerationRequest) -> Completion:
         """One chat call for ``request``; the reply's text is the completion (chat endpoints' own text is the

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Protocol
 
-from agemem.core.memory import MemoryEntry, MemoryResult, MemoryStore
+from agemem.core.memory import MemoryEntry, MemoryResult, MemoryStore, unknown_id_message
 
 TOOL_SCHEMAS: list[dict[str, Any]] = [  # the built-in six, registered below with their handlers
     {
@@ -152,6 +152,30 @@ TOOL_SCHEMAS: list[dict[str, Any]] = [  # the built-in six, registered below wit
 
 TOOL_NAMES: tuple[str, ...] = tuple(s["function"]["name"] for s in TOOL_SCHEMAS)
 """the built-in tools in canonical order: the default ``env.tools``."""
+MERGE_SCHEMA: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "Merge_memory",
+        "description": "Merge several long-term memory entries into one: the first id keeps the merged content, the "
+        "others are deleted.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "memory_ids": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "minItems": 2,
+                    "description": "The entries to merge, the one to keep first.",
+                },
+                "content": {"type": "string", "minLength": 1, "description": "The merged entry's content."},
+            },
+            "required": ["memory_ids", "content"],
+            "additionalProperties": False,
+        },
+    },
+}
+"""a registered tool beyond the paper's six (offered where listed: ReMem's Refine on the stream's bank; in
+``env.tools`` like any other)."""
 LTM_TOOLS = ("Add_memory", "Update_memory", "Delete_memory")
 PAPER_STAGE_TOOLS: dict[int, tuple[str, ...]] = {
     1: LTM_TOOLS,
@@ -339,6 +363,27 @@ def delete_memory(session: ToolSession, memory_id: str, confirmation: bool) -> P
     return session.settle(MemoryEvent("Delete_memory", result, {"memory_id": memory_id}))
 
 
+def merge_memory(session: ToolSession, memory_ids: list[str], content: str) -> Payload:
+    """Merge_memory: an Update of the first entry to ``content`` and a Delete of each other, booked as those verbs;
+    nothing changes unless every id exists and at least two are distinct."""
+    ids = list(dict.fromkeys(memory_ids))
+    arguments = {"memory_id": ids[0] if ids else "", "content": content}
+    missing = [i for i in ids if session.memory.get(i, scope=session.scope) is None]
+    if len(ids) < 2 or missing:
+        known = session.memory.ids(scope=session.scope)
+        message = unknown_id_message(missing[0], known) if missing else "give at least two distinct memory_ids"
+        return session.settle(MemoryEvent("Merge_memory", MemoryResult("update", False, message=message), arguments))
+    previous = session.memory.get(ids[0], scope=session.scope)
+    updated = session.memory.update(ids[0], content, session.metadata_for("Update_memory", None), scope=session.scope)
+    shown = session.settle(MemoryEvent("Merge_memory", updated, arguments, previous))
+    if updated.ok:
+        for other in ids[1:]:
+            deleted = session.memory.delete(other, scope=session.scope)
+            session.settle(MemoryEvent("Merge_memory", deleted, {"memory_id": other}))
+        shown = {**shown, "message": f"merged {len(ids)} entries into {ids[0]} (deleted {', '.join(ids[1:])})"}
+    return shown
+
+
 def retrieve_memory(
     session: ToolSession, query: str, top_k: int | None = None, metadata_filter: dict[str, Any] | None = None
 ) -> Payload:
@@ -392,6 +437,7 @@ _BUILT_IN: dict[str, tuple[Handler, dict[str, Any]]] = {
 for _schema in TOOL_SCHEMAS:
     _handler, _options = _BUILT_IN[_schema["function"]["name"]]
     register(_schema, _handler, **_options)
+register(MERGE_SCHEMA, merge_memory, aliases={"ids": "memory_ids"})
 
 
 # ------------------------------------------------------------------------------------------ schemas and calls

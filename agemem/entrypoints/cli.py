@@ -172,7 +172,7 @@ def _stream_overrides(args: argparse.Namespace) -> list[str]:
     for flag, key in (("task", "task"), ("addition", "addition"), ("deletion", "deletion"), ("order", "order")):
         if getattr(args, flag) is not None:
             flags.append(f"stream.{key}={getattr(args, flag)}")
-    for flag in ("retention", "retrieval", "capacity", "limit", "replay_of"):
+    for flag in ("retention", "retrieval", "agent", "capacity", "limit", "replay_of"):
         if getattr(args, flag) is not None:
             flags.append(f"stream.{flag}={getattr(args, flag)}")
     if args.capacity is not None and args.retention is None:
@@ -432,6 +432,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     stream.add_argument("--capacity", type=int, metavar="N", help="bank size bound; alone: retention=utility")
     stream.add_argument("--retrieval", choices=["similar", "recent", "none"], help="stream.retrieval")
+    stream.add_argument(
+        "--agent",
+        choices=["standard", "remem"],
+        help="who solves the tasks (stream.agent): standard (the retrieved records as demonstrations) or remem "
+        "(ReMem, Evo-Memory's Think / Refine / Act agent)",
+    )
     stream.add_argument("--order", choices=["given", "shuffled", "shift"], help="task order (stream.order)")
     stream.add_argument("--limit", type=int, metavar="N", help="tasks in the stream (stream.limit)")
     stream.add_argument("--replay-of", metavar="DIR", help="error-free replay of a finished run (stream.replay_of)")

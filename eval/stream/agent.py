@@ -61,6 +61,7 @@ def render_demonstrations(demos: Sequence[Demonstration]) -> str:
         return ""
     blocks = [
         f"[{i}] memory_id: {d.record_id} (similarity {d.similarity:.2f})\nTask: {d.query}\nExecution: {d.execution}"
+        + (f"\nFeedback: {d.feedback}" if d.feedback else "")
         for i, d in enumerate(demos, 1)
     ]
     return DEMONSTRATIONS_HEADER + "\n\n" + "\n\n".join(blocks)

@@ -86,8 +86,9 @@ def deletion_analysis(steps: Sequence[dict[str, Any]], initial: Sequence[dict[st
 
 def remem_summary(steps: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
     """ReMem's operations over the tasks it played (None when it played none): totals of Think (taken and
-    refused), Refine calls run by kind (retrieve, update, delete), failed and refused, malformed replies, and the
-    records Refine deleted and rewrote; ``think_per_task`` and ``refine_per_task`` are means over those tasks."""
+    refused), Refine calls run by kind (retrieve, add, update, merge, delete), failed and refused, the steps in
+    which Refine ran, malformed replies, and the records Refine deleted and rewrote; ``think_per_task`` and
+    ``refine_per_task`` are means over those tasks."""
     counts = [s["remem"] for s in steps if s.get("remem")]
     if not counts:
         return None
@@ -108,6 +109,7 @@ def remem_summary(steps: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
         "refine_per_task": total("refine_ops") / len(counts),
         "refine_failed": total("refine_failed"),
         "refine_refused": total("refine_refused"),
+        "refine_steps": sum(task.get("refine_steps", 0) for task in counts),  # absent from logs before per-step caps
         "malformed": total("malformed"),
         "records_deleted": sum(len(task["deleted"]) for task in counts),
         "records_updated": sum(len(task["updated"]) for task in counts),

@@ -29,7 +29,7 @@ from agemem.core.memory import DEFAULT_SCOPE, MemoryEntry, MemoryResult, count_m
 
 INITIAL_STEP = -1
 """``created_at`` of the records in the bank before the stream starts."""
-RecordSource = Literal["initial", "initial_noise", "stream", "policy", "noise"]
+RecordSource = Literal["initial", "initial_noise", "stream", "policy", "remem", "noise"]
 
 
 @dataclass
@@ -45,7 +45,8 @@ class Record:
     """the stream step after which it was written; -1 for the initial bank."""
     source: RecordSource
     """initial / initial_noise (the bank before the stream, a failed copy there), stream (the addition rule),
-    policy (the agent's Add_memory), noise (a failed same-task copy of a noisy write)."""
+    policy (the agent's Add_memory), remem (ReMem's Refine Add_memory), noise (a failed same-task copy of a noisy
+    write)."""
     success: float | None = None
     """ground-truth correctness of the execution (1/0); None when unknown."""
     score: float | None = None

@@ -30,6 +30,9 @@ class Demonstration:
     query: str
     execution: str
     similarity: float
+    feedback: str | None = None
+    """how the record's task went (``success`` / ``failure``), when the run shows it (``stream.show_feedback``;
+    always for ReMem, whose records are Evo-Memory's input, output and feedback)."""
 
 
 @dataclass

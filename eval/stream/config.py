@@ -57,19 +57,23 @@ class StreamConfig:
     newest records (ExpRecent); none: no demonstrations (the no-memory baseline)."""
     agent: StreamAgent = "standard"
     """standard: the agent acts on the task with the retrieved records as demonstrations (with addition=policy it
-    also gets Add_memory / Delete_memory); remem: ReMem (Evo-Memory): every reply is one operation, Think
-    (reasoning kept in context), Refine (Retrieve_memory / Update_memory / Delete_memory on the bank) or Act (the
-    answer or game command); the experience is still written by `addition` after the task."""
+    also gets Add_memory / Delete_memory); remem: ReMem (Evo-Memory): in each step (a QA task; a game command) every
+    reply is one operation, Think (reasoning kept in context), Refine (Retrieve / Add / Update / Merge / Delete on
+    the bank) or Act (the answer or game command, which ends the step); the experience is still written by
+    `addition` after the task."""
     remem_max_think: int = 3
-    """ReMem: Think operations per task; a Think beyond them is refused as a malformed reply (it costs its step)."""
+    """ReMem: Think operations per step; a Think beyond them is refused as a malformed reply (it costs its reply)."""
     remem_max_refine: int = 4
-    """ReMem: Refine operations (memory tool calls run) per task; calls beyond them are refused, not run."""
+    """ReMem: Refine operations (memory tool calls run) per step; calls beyond them are refused, not run."""
     remem_refine_top_k: int = 3
     """ReMem: records one Refine Retrieve_memory returns (its default, and the cap on the agent's own top_k)."""
     remem_max_steps: int = 8
-    """ReMem on QA streams: replies per task, each one operation (a malformed reply costs one too); a task that
-    has not acted when they run out fails. ALFWorld: Think and Refine replies count against
-    alfworld.max_replies_per_step, the replies allowed per game command."""
+    """ReMem: replies per step, each one operation (a malformed reply costs one too): a QA task that has not acted
+    when they run out fails; a game command step that has not, passes without a command (it replaces
+    alfworld.max_replies_per_step for ReMem)."""
+    show_feedback: bool = False
+    """demonstrations say how each record's task went (Feedback: success / failure), as Evo-Memory's experience
+    records (input, output, feedback) do; ReMem always shows it."""
     top_k: int = 3
     """records shown to the agent as in-context demonstrations."""
     order: Literal["given", "shuffled", "shift"] = "given"

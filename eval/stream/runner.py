@@ -41,7 +41,7 @@ from agemem.eval.stream.base import Demonstration, Solver, StreamTask
 from agemem.eval.stream.config import REMEM_SETTINGS, StreamRunConfig
 from agemem.eval.stream.deletion import build_deletion
 from agemem.eval.stream.order import apply_order, build_ordering
-from agemem.eval.stream.remem import ReMemBudget, ReMemSession
+from agemem.eval.stream.remem import REMEM_PROTOCOL, ReMemBudget, ReMemSession
 from agemem.eval.stream.retention import build_retention, evict
 from agemem.eval.stream.retrieval import NoRetrieval, RecentRetrieval, ReplayRetrieval, Retrieval, SimilarRetrieval
 from agemem.rollouts.engines.base import derive_seed
@@ -209,23 +209,31 @@ class StreamState:
         # embedding recomputed in another batch may differ in the last bits)
         found = [Retrieved(r.record, round(r.similarity, 6)) for r in self.retrieval.retrieve(t, item, query_D, probe)]
         retrieved = found[: settings.top_k]
+        with_feedback = settings.show_feedback or settings.agent == "remem"  # Evo-Memory's (input, output, feedback)
         demos = [
-            Demonstration(r.record.id, r.record.query, self.retrieval.shown_execution(r.record), r.similarity)
+            Demonstration(
+                r.record.id,
+                r.record.query,
+                self.retrieval.shown_execution(r.record),
+                r.similarity,
+                record_feedback(r.record) if with_feedback else None,
+            )
             for r in retrieved
         ]
         policy_writes: list[Record] = []
         tools: BankTools | ReMemSession = BankTools(self.bank, offered=())  # the runner manages the memory
         remem = None
+        source = "remem" if settings.agent == "remem" else "policy"
+
+        def write(content: str, metadata: dict[str, Any]) -> Record:
+            records = self.write(item, t, source, content, metadata=metadata)
+            policy_writes.extend(records)
+            return records[0]
+
         if settings.addition == "policy" and self.replay is None:
-
-            def write(content: str, metadata: dict[str, Any]) -> Record:
-                records = self.write(item, t, "policy", content, metadata=metadata)
-                policy_writes.extend(records)
-                return records[0]
-
             tools = BankTools(self.bank, write)
         elif settings.agent == "remem":
-            tools = remem = ReMemSession(self.bank, ReMemBudget.from_config(settings))
+            tools = remem = ReMemSession(self.bank, ReMemBudget.from_config(settings), write)
         started = time.perf_counter()
         attempt = solver.solve(item, demos, tools, seed)
         strict = float(self.task.strict(item, attempt))
@@ -233,7 +241,7 @@ class StreamState:
         outcome = Outcome(strict, coarse)
         task_utility = utility(outcome, self.evaluator)
         for record in policy_writes:  # the agent's own records carry its task's labels
-            if record.source == "policy":
+            if record.source in ("policy", "remem"):
                 record.success, record.score = strict, task_utility
         self.bank.note_retrieval(retrieved, t, task_utility)
 
@@ -378,6 +386,16 @@ class StepLog:
             os.fsync(handle.fileno())
 
 
+def record_feedback(record: Record) -> str | None:
+    """What a demonstration says of how its record's task went: ``success`` or ``failure`` by the run's evaluator
+    when it was written (the ground truth for the initial bank), the score beside a graded one; None when unknown."""
+    score = record.score if record.score is not None else record.success
+    if score is None:
+        return None
+    verdict = "success" if score >= 0.5 else "failure"
+    return verdict if score in (0.0, 1.0) else f"{verdict} (score {score:.2f})"
+
+
 def read_steps(run_dir: str | Path) -> list[dict[str, Any]]:
     """The logged steps of a run (without the initial-bank line)."""
     return [e for e in StepLog(Path(run_dir) / STEPS_FILE).read() if e["step"] >= 0]
@@ -388,10 +406,14 @@ def read_steps(run_dir: str | Path) -> list[dict[str, Any]]:
 
 def strategy_settings(config: StreamRunConfig) -> dict[str, Any]:
     """The stream settings that define a run (``limit`` and ``plot`` may change on a continuation). The agent and
-    ReMem's settings count only for a ReMem run, so a run of the standard agent written before ReMem existed
-    still resumes."""
-    ignored = _RESUMABLE_KEYS if config.stream.agent == "remem" else (*_RESUMABLE_KEYS, "agent", *REMEM_SETTINGS)
-    return {k: v for k, v in to_dict(config.stream).items() if k not in ignored}
+    ReMem's settings count only for a ReMem run (with how ReMem plays, :data:`REMEM_PROTOCOL`), and
+    ``show_feedback`` only when on, so a run of the standard agent written before either existed still resumes."""
+    remem = config.stream.agent == "remem"
+    ignored = _RESUMABLE_KEYS if remem else (*_RESUMABLE_KEYS, "agent", *REMEM_SETTINGS)
+    if not config.stream.show_feedback:
+        ignored = (*ignored, "show_feedback")
+    settings = {k: v for k, v in to_dict(config.stream).items() if k not in ignored}
+    return {**settings, "remem_protocol": REMEM_PROTOCOL} if remem else settings
 
 
 def run_identity(config: StreamRunConfig, task: StreamTask, model: str) -> dict[str, Any]:

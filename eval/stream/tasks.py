@@ -185,8 +185,8 @@ class GameStreamTask:
     * strict: the game reports the task won.
 
     With the policy addition the agent may call Add_memory / Delete_memory between commands, and in a memory turn
-    after the game (the episode's debrief). ReMem thinks and refines its memory between commands, within the
-    replies per command (its session's status after each reply).
+    after the game (the episode's debrief). ReMem thinks and refines its memory before each command, each command
+    one step with its own budgets (``stream.remem_max_steps`` replies; its session's status after each reply).
     """
 
     source: list[StreamItem]
@@ -215,7 +215,9 @@ class GameStreamTask:
 
         remem = tools if isinstance(tools, ReMemSession) else None
         memory_turn = remem is None and "Add_memory" in tools.offered
-        settings = replace(self.settings, debrief_replies=self.settings.max_replies_per_step if memory_turn else 0)
+        # ReMem's step is a command: its replies per command are its own (Think and Refine do not take the game's)
+        replies = remem.budget.max_steps if remem is not None else self.settings.max_replies_per_step
+        settings = replace(self.settings, max_replies_per_step=replies, debrief_replies=replies if memory_turn else 0)
         tool_format = self.play_settings.env_config.tool_format
         prompt = game_system_prompt(
             self.suite,

@@ -11,10 +11,10 @@ def test_six_tools_with_the_papers_names_and_valid_schemas():
     assert TOOL_NAMES == (
         "Add_memory", "Update_memory", "Delete_memory", "Retrieve_memory", "Summary_context", "Filter_context",
     )  # fmt: skip
-    for schema in tool_schemas():
+    for schema in tool_schemas():  # Merge_memory (registered, not a default tool) included
         Draft202012Validator.check_schema(schema["function"]["parameters"])
-    assert [json.loads(line)["function"]["name"] for line in schemas_json().splitlines()] == list(TOOL_NAMES)
-    required = {s["function"]["name"]: s["function"]["parameters"]["required"] for s in tool_schemas()}
+    assert [json.loads(line)["function"]["name"] for line in schemas_json(TOOL_NAMES).splitlines()] == list(TOOL_NAMES)
+    required = {s["function"]["name"]: s["function"]["parameters"]["required"] for s in tool_schemas(TOOL_NAMES)}
     assert required == {
         "Add_memory": ["content"], "Update_memory": ["memory_id", "content"],
         "Delete_memory": ["memory_id", "confirmation"], "Retrieve_memory": ["query"],
@@ -78,3 +78,27 @@ def test_system_prompts_for_both_tool_formats():
     assert '"parameters"' not in native and "<tool_call>" in native
     assert template_tools("agemem") is None and len(template_tools("native")) == 6
     assert system_prompt("agemem", override="Custom.\n{tools}").startswith('Custom.\n{"type": "function"')
+
+
+def test_merge_memory_keeps_the_first_entry_with_the_merged_text_and_deletes_the_others(make_env):
+    from agemem.core.config import EnvConfig
+
+    env = make_env(EnvConfig(tools=[*TOOL_NAMES, "Merge_memory"]))
+    ids = [env.ltm.add(text, scope=env.scope).entries[0].id for text in ("Ada lives in Oslo", "Ada moved", "Bo")]
+
+    def merge(arguments):
+        call = json.dumps([{"name": "Merge_memory", "arguments": arguments}])
+        (result,) = env.step(f"<think>t</think><tool_call>{call}</tool_call>").tool_results
+        return result.payload
+
+    refused = merge({"memory_ids": [ids[0], "mem_nope"], "content": "x"})
+    assert refused["ok"] is False and "mem_nope" in refused["message"]
+    assert merge({"memory_ids": [ids[0], ids[0]], "content": "x"})["message"] == "give at least two distinct memory_ids"
+    assert [e.content for e in env.ltm.entries(scope=env.scope)] == ["Ada lives in Oslo", "Ada moved", "Bo"]
+    merged = merge({"ids": ids[:2], "content": "Ada lives in Bergen (moved from Oslo)"})  # ids: an alias
+    assert merged["ok"] and merged["message"] == f"merged 2 entries into {ids[0]} (deleted {ids[1]})"
+    held = {e.id: e.content for e in env.ltm.entries(scope=env.scope)}
+    assert held == {ids[0]: "Ada lives in Bergen (moved from Oslo)", ids[2]: "Bo"}
+    # booked as the verbs it is: one update (with the text it replaced) and one delete
+    ops = [(op.op, op.ok, op.memory_id, op.previous_content) for op in env.stats.memory_ops if op.ok]
+    assert ops == [("update", True, ids[0], "Ada lives in Oslo"), ("delete", True, ids[1], None)]

@@ -42,7 +42,7 @@ def shown_records(messages) -> dict[str, str]:
     """The records the task message shows: memory id -> execution."""
     blocks = messages[1]["content"].split("Now your task.")[0].split("\n\n")[1:]
     return {
-        re.search(r"memory_id: (mem_\w+)", block).group(1): block.split("Execution: ", 1)[1]
+        re.search(r"memory_id: (mem_\w+)", block).group(1): block.split("Execution: ", 1)[1].split("\nFeedback: ")[0]
         for block in blocks
         if "memory_id: " in block
     }
@@ -113,10 +113,11 @@ def test_remem_thinks_refines_the_bank_and_acts():
     assert third["remem"] == {
         "think": 1,
         "think_refused": 0,
-        "refine": {"retrieve": 0, "update": 1, "delete": 1},
+        "refine": {"retrieve": 0, "add": 0, "update": 1, "merge": 0, "delete": 1},
         "refine_ops": 2,
         "refine_failed": 0,
         "refine_refused": 0,
+        "refine_steps": 1,
         "acts": 1,
         "malformed": 1,
         "deleted": [wrong],
@@ -125,8 +126,10 @@ def test_remem_thinks_refines_the_bank_and_acts():
     assert third["replies"] == 4 and third["answer"] == "cello"
     # what the agent was told: the operations and tools, the status after each step, the format feedback
     system = chat.seen[0][0]["content"]
-    assert "Think: <think>your reasoning</think> and nothing else" in system and "At most 2 per task" in system
-    assert all(f'"name": "{name}"' in system for name in REFINE_TOOLS) and '"name": "Add_memory"' not in system
+    assert "Think: <think>your reasoning</think> and nothing else" in system and "At most 2 per step" in system
+    assert all(f'"name": "{name}"' in system for name in REFINE_TOOLS)  # Add and Merge too
+    # records are Evo-Memory's (input, output, feedback): the wrong record says it failed
+    assert "Answer: harp\nFeedback: failure" in chat.seen[3][1]["content"]
     thought, refined, malformed = (json.loads(chat.seen[3 + n][-1]["content"]) for n in range(3))
     assert thought["tool"] == "remem" and thought["message"].startswith(
         "Thought noted. Step 1 of 5 for this task (4 left). Think operations left: 1; Refine operations left: 3."
@@ -148,13 +151,14 @@ def test_a_task_without_an_act_fails_at_the_step_limit_and_budgets_refuse_the_ex
     assert [e["operation"] for e in last["transcript"]] == ["think", "think", "malformed", "refine", "malformed"]
     counts = last["remem"]
     assert (counts["think"], counts["think_refused"], counts["malformed"], counts["acts"]) == (2, 1, 1, 0)
-    assert counts["refine"] == {"retrieve": 3, "update": 0, "delete": 0} and counts["refine_refused"] == 1
+    assert counts["refine"] == {"retrieve": 3, "add": 0, "update": 0, "merge": 0, "delete": 0}
+    assert counts["refine_refused"] == 1
     retrievals = last["transcript"][3]["tool_calls"]
     assert [len(c.get("memories", [])) for c in retrievals] == [1, 1, 1, 0]  # top_k 5 capped at 1
-    assert retrievals[3]["ok"] is False and retrievals[3]["message"].startswith("no Refine operation left (3 per")
+    assert retrievals[3]["ok"] is False and retrievals[3]["message"].startswith("no Refine operation left in this step")
     refused_think = json.loads(chat.seen[-2][-1]["content"])  # told with the fourth request
     assert refused_think["tool"] == "format_check"
-    assert "no Think operation left (2 per task)" in refused_think["message"]
+    assert "no Think operation left in this step (2 per step)" in refused_think["message"]
 
 
 def test_results_count_remem_operations_and_a_resumed_run_rebuilds_the_refined_bank(tmp_path):
@@ -169,11 +173,12 @@ def test_results_count_remem_operations_and_a_resumed_run_rebuilds_the_refined_b
         "think": 3,
         "think_per_task": 0.75,
         "think_refused": 1,
-        "refine": {"retrieve": 3, "update": 1, "delete": 1},
+        "refine": {"retrieve": 3, "add": 0, "update": 1, "merge": 0, "delete": 1},
         "refine_ops": 5,
         "refine_per_task": 1.25,
         "refine_failed": 0,
         "refine_refused": 1,
+        "refine_steps": 2,
         "malformed": 2,
         "records_deleted": 1,
         "records_updated": 1,
@@ -223,7 +228,7 @@ def test_remem_in_alfworld_thinks_and_refines_between_commands():
     assert "<answer>one game command, e.g. go to countertop 1</answer>" in system
     assert '"name": "Delete_memory"' in system and '"name": "Add_memory"' not in system
     status = json.loads(chat.seen[1][-1]["content"])["message"]
-    assert "Step 1 of 2 for this command (1 left)" in status  # alfworld.max_replies_per_step = 2
+    assert "Step 1 of 8 for this command (7 left)" in status  # ReMem's own replies per command, remem_max_steps
     assert all(not m["content"].startswith("The task is over") for m in chat.seen[-1])  # no memory turn
 
 
@@ -267,3 +272,61 @@ def test_the_shipped_sweeps_have_a_remem_arm():
         spec = load_sweep(ROOT / "configs" / "sweeps" / name)
         config = strategy_config(AgeMemConfig(), spec.base, spec.strategies["remem"])
         assert config.stream.agent == "remem" and strategy_label(config) == "remem"
+
+
+def test_remem_refines_at_several_steps_of_a_game_each_step_with_its_own_budget():
+    from agemem.eval.stream.bank import Record
+    from tests.eval.stream.test_alfworld_stream import ScriptedGame, _item, _task
+
+    bank = MemoryBank(WordSetEncoder())
+    for n, execution in enumerate(["> go to desk 1\nOutcome: done", "> look\nOutcome: not done"], 1):
+        bank.add(Record(f"mem_0000000{n}", "put a pen in drawer", execution, "t", 0, "stream", score=1.0 - (n - 1)))
+    written = []
+
+    def write(content, metadata):
+        written.append(bank.add(Record(f"mem_r{len(written):07d}", "put a pen in drawer", content, "t", 1, "remem")))
+        return written[-1]
+
+    def calls(*pairs):
+        return f"<tool_call>{json.dumps([{'name': n, 'arguments': a} for n, a in pairs])}</tool_call>"
+
+    update = ("Update_memory", {"memory_id": "mem_00000001", "content": "Lesson: the pen is on the desk."})
+    merge = ("Merge_memory", {"memory_ids": ["mem_00000001", "mem_00000002"], "content": "Lesson: desk, then take."})
+    add = ("Add_memory", {"content": "Lesson: take pen 1 from desk 1 wins."})
+    chat = ScriptedChat(
+        [
+            [
+                # step 1 (the first command): a thought, an update, a second Refine refused (one per step), the command
+                "<think>the first record is right</think>",
+                calls(update),
+                calls(("Retrieve_memory", {"query": "pen"})),
+                "<answer>go to desk 1</answer>",
+                # step 2: fresh budgets: a thought again, a merge of both records, the command
+                "<think>the records say the same</think>",
+                calls(merge),
+                "<answer>take pen 1 from desk 1</answer>",
+            ]
+        ]
+    )
+    session = ReMemSession(bank, ReMemBudget(max_think=1, max_refine=1, max_steps=4), write)
+    game = ScriptedGame(_item().payload)
+    attempt = _task([game]).play(_item(), [], chat, session, seed=None)
+    assert attempt.won and game.said == ["go to desk 1", "take pen 1 from desk 1"] and attempt.replies == 7
+    counts = session.to_json()
+    assert counts["refine"] == {"retrieve": 0, "add": 0, "update": 1, "merge": 1, "delete": 0}
+    assert (counts["refine_steps"], counts["refine_refused"], counts["think"], counts["acts"]) == (2, 1, 2, 2)
+    assert counts["think_refused"] == 0  # the second thought came in the second step
+    # the merge kept the first record with the merged content and deleted the second
+    assert bank.ids() == ["mem_00000001"] and bank.get("mem_00000001").execution == "Lesson: desk, then take."
+    assert [r.id for r in session.deleted] == ["mem_00000002"] and counts["updated"] == ["mem_00000001"]
+    refused = json.loads(chat.seen[3][-2]["content"])  # the refused call's result, then the status
+    assert refused["message"].startswith("no Refine operation left in this step (1 per step)")
+    statuses = [json.loads(m[-1]["content"])["message"] for m in (chat.seen[1], chat.seen[5])]
+    assert all("Step 1 of 4 for this command (3 left)" in status for status in statuses)  # each command afresh
+    assert "Refine operations left: 1" in statuses[1]  # the budget came back with the new step
+
+    # Add: a new record of the task, through the runner's write
+    chat = ScriptedChat([[calls(add), "<answer>go to desk 1</answer>", "<answer>take pen 1 from desk 1</answer>"]])
+    session = ReMemSession(bank, ReMemBudget(max_refine=1, max_steps=4), write)
+    assert _task([ScriptedGame(_item().payload)]).play(_item(), [], chat, session, seed=None).won
+    assert [r.execution for r in written] == ["Lesson: take pen 1 from desk 1 wins."] and session.added == written

@@ -8,7 +8,9 @@ The cases are seeded scripts of replies drawn from every kind the protocol knows
 invalid and unknown tool calls, text outside the tags, engine errors), so running it on two versions of the code and
 comparing the files shows whether the agent loop changed anything a model or a result sees.
 ``tests/data/stream_transcripts.json`` holds the output of the code before the streams moved onto the environment's
-turn loop; ``tests/eval/stream/test_one_agent_loop.py`` checks that today's code reproduces it.
+turn loop (commit 0e46255; the move, dae194d, reproduced every case), except ReMem's cases, recorded again when ReMem
+took Evo-Memory's per-step budgets, feedback in its records and Add / Merge in Refine (its prompt and play changed
+on purpose); ``tests/eval/stream/test_one_agent_loop.py`` checks that today's code reproduces it.
 """
 
 from __future__ import annotations
