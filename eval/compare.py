@@ -9,8 +9,8 @@ and variant, resumable as `agemem eval` is); the table is then rebuilt from the 
   when the runs' ``results.json`` carry them (:func:`llm_cost`; :func:`agemem.eval.metrics.mean_cost` writes them).
 
 ``out/comparison.{json,md,png}`` hold the rows, the markdown table and a grouped bar plot. With ``reference`` the
-paper's own rows (:data:`PAPER_TABLE`) are added under a separate ``reference`` key and heading, never mixed into
-ours.
+paper's own rows (:data:`PAPER_TABLES`: Qwen2.5-7B-Instruct and Qwen3-4B-Instruct) are added under a separate
+``reference`` key and heading, never mixed into ours.
 
 The table functions (:func:`run_timing`, :func:`llm_cost`, :func:`comparison_rows`, :func:`table_columns`,
 :func:`reference_block`, :func:`comparison_markdown`) are pure: results dicts in, rows or text out.
@@ -76,6 +76,25 @@ PAPER_TABLE = ReferenceTable(
 """The AgeMem paper's main results for Qwen2.5-7B-Instruct (Yu et al., *Agentic Memory: Learning Unified Long-Term
 and Short-Term Memory Management for Large Language Model Agents*, arXiv:2601.01885, main results table), in % per
 benchmark, HotpotQA as the LLM-judge score J: what ``--reference`` prints beside our rows."""
+
+PAPER_TABLE_QWEN3 = ReferenceTable(
+    source=PAPER_TABLE.source,
+    model="Qwen3-4B-Instruct",
+    note=PAPER_TABLE.note,
+    benchmarks=PAPER_TABLE.benchmarks,
+    rows=(
+        ("no_memory", (38.51, 47.89, 30.14, 55.83, 47.48)),
+        ("langmem", (40.89, 50.42, 28.42, 53.80, 42.70)),
+        ("amem", (34.31, 50.14, 34.41, 61.35, 48.48)),
+        ("mem0", (41.17, 51.38, 31.72, 60.05, 39.16)),
+        ("mem0g", (36.69, 47.76, 29.61, 57.59, 38.12)),
+        ("agemem", (48.97, 59.48, 35.07, 72.56, 55.49)),
+    ),
+)
+"""The same table's rows for Qwen3-4B-Instruct (the paper's second backbone)."""
+
+PAPER_TABLES: tuple[ReferenceTable, ...] = (PAPER_TABLE, PAPER_TABLE_QWEN3)
+"""every backbone of the paper's main table, in its order: what ``--reference`` prints."""
 
 LLM_COST_KEYS: tuple[str, ...] = ("llm_calls", "prompt_tokens", "completion_tokens", "cost")
 """top-level ``results.json`` keys of what a run's LLM use cost per item (mean over its items); every number of a
@@ -259,16 +278,23 @@ def table_columns(ran: Sequence[BenchmarkColumn], *, reference: ReferenceTable |
     return [*paper, *(column for column in ran if column.name not in reference.benchmarks)]
 
 
-def reference_block(reference: ReferenceTable = PAPER_TABLE) -> dict[str, Any]:
-    """``comparison.json``'s ``reference``: the paper's rows, marked as the paper's."""
+def reference_block(tables: Sequence[ReferenceTable] = PAPER_TABLES) -> dict[str, Any]:
+    """``comparison.json``'s ``reference``: the paper's rows of every backbone, each row with its model, marked as
+    the paper's."""
     return {
-        "source": reference.source,
-        "model": reference.model,
-        "note": reference.note,
+        "source": tables[0].source,
+        "model": ", ".join(table.model for table in tables),
+        "note": tables[0].note,
         "judged": {"hotpotqa": "J, LLM judge"},
         "rows": [
-            {"method": method_name(variant), "variant": variant, "values": dict(zip(reference.benchmarks, values))}
-            for variant, values in reference.rows
+            {
+                "model": table.model,
+                "method": method_name(variant),
+                "variant": variant,
+                "values": dict(zip(table.benchmarks, values)),
+            }
+            for table in tables
+            for variant, values in table.rows
         ],
     }
 
@@ -316,7 +342,11 @@ def reference_table(comparison: Mapping[str, Any]) -> tuple[list[str], list[list
     titles = [f"{benchmark_title(n)} ({judged[n]})" if n in judged else benchmark_title(n) for n in names]
     header = ["model", "method", *titles]
     body = [
-        [f"{reference['model']} (paper)", row["method"], *(percent_cell(row["values"].get(name)) for name in names)]
+        [
+            f"{row.get('model', reference['model'])} (paper)",
+            row["method"],
+            *(percent_cell(row["values"].get(name)) for name in names),
+        ]
         for row in reference["rows"]
     ]
     return header, body
@@ -523,7 +553,7 @@ def compare(
     if settings.bootstrap_samples:
         comparison["bootstrap"] = {"samples": settings.bootstrap_samples, "seed": settings.bootstrap_seed}
     if reference:
-        comparison["reference"] = reference_block(PAPER_TABLE)
+        comparison["reference"] = reference_block(PAPER_TABLES)
     write_json(out / "comparison.json", comparison)
     write_text(out / "comparison.md", comparison_markdown(comparison))
     if all(config.eval.plot for config in configs.values()):
@@ -542,7 +572,7 @@ def plot_comparison(path: Path, comparison: Mapping[str, Any]) -> None:
     values = [{c.header: row["values"].get(c.name) for c in columns} for row in rows]
     hatched = [False] * len(rows)
     if reference:
-        labels += [f"{reference['model']} {row['method']} (paper)" for row in reference["rows"]]
+        labels += [f"{row.get('model', reference['model'])} {row['method']} (paper)" for row in reference["rows"]]
         values += [{c.header: row["values"].get(c.name) for c in columns} for row in reference["rows"]]
         hatched += [True] * len(reference["rows"])
     panel = Panel("headline metric per benchmark (%)", [c.header for c in columns], "%", ymax=100.0)

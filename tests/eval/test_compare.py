@@ -114,13 +114,17 @@ def test_the_reference_adds_the_papers_benchmarks_and_rows_marked_as_the_papers(
     ]
     assert "arXiv:2601.01885" in paper and "Qwen2.5-7B-Instruct" in paper
     rows = [line for line in paper.splitlines() if line.startswith("| Qwen")]
-    assert [row.split(" | ")[1] for row in rows] == ["No-Memory", "LangMem", "A-Mem", "Mem0", "Mem0g", "AgeMem"]
-    assert rows[-1] == "| Qwen2.5-7B-Instruct (paper) | AgeMem | 41.07 | 35.55 | 17.31 | 61.42 | 54.44 |"
+    methods = ["No-Memory", "LangMem", "A-Mem", "Mem0", "Mem0g", "AgeMem"]
+    assert [row.split(" | ")[1] for row in rows] == methods * 2  # both of the paper's backbones
+    assert rows[5] == "| Qwen2.5-7B-Instruct (paper) | AgeMem | 41.07 | 35.55 | 17.31 | 61.42 | 54.44 |"
     assert rows[0] == "| Qwen2.5-7B-Instruct (paper) | No-Memory | 27.16 | 13.80 | 10.15 | 50.80 | 38.36 |"
+    assert rows[6] == "| Qwen3-4B-Instruct (paper) | No-Memory | 38.51 | 47.89 | 30.14 | 55.83 | 47.48 |"
+    assert rows[11] == "| Qwen3-4B-Instruct (paper) | AgeMem | 48.97 | 59.48 | 35.07 | 72.56 | 55.49 |"
     # the paper's numbers stay under their own key, never in our rows
     block = comparison["reference"]
-    assert block["model"] == "Qwen2.5-7B-Instruct" and "not measured here" in block["note"]
+    assert block["model"] == "Qwen2.5-7B-Instruct, Qwen3-4B-Instruct" and "not measured here" in block["note"]
     assert block["rows"][3] == {
+        "model": "Qwen2.5-7B-Instruct",
         "method": "Mem0",
         "variant": "mem0",
         "values": {"alfworld": 37.49, "sciworld": 26.99, "pddl": 13.96, "babyai": 60.58, "hotpotqa": 46.66},
@@ -265,6 +269,6 @@ def test_tiny_random_model_on_hotpotqa_and_alfworld_then_a_resumption_that_plays
         assert all(json.loads((out / f / "results.json").read_text())["played"] == 0 for f in row["runs"].values())
         assert row["values"] == before["values"] and row["cost"]["per_task"] == before["cost"]["per_task"]
     assert [c["name"] for c in again["columns"]] == ["alfworld", "sciworld", "pddl", "babyai", "hotpotqa"]
-    assert again["reference"]["rows"][-1]["values"]["hotpotqa"] == 54.44
+    assert again["reference"]["rows"][5]["values"]["hotpotqa"] == 54.44  # Qwen2.5-7B's AgeMem row
     printed = capsys.readouterr().out
     assert "the AgeMem paper's numbers (not measured here)" in printed and "54.44" in printed
