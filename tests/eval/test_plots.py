@@ -48,9 +48,11 @@ def test_the_comparison_plots_the_papers_rows_hatched_beside_ours(tmp_path, figu
     (axis,) = figures[0].axes
     assert [t.get_text() for t in axis.get_xticklabels()] == ["ALFWorld (SR)", "SciWorld", "HotpotQA (J, rule judge)"]
     legend = [t.get_text() for t in figures[0].legends[0].get_texts()]
-    assert legend[0] == "tiny AgeMem" and legend[-1] == "Qwen2.5-7B-Instruct AgeMem (paper)" and len(legend) == 7
+    assert legend[0] == "tiny AgeMem" and len(legend) == 13  # ours, then the paper's six rows per backbone
+    assert legend[6] == "Qwen2.5-7B-Instruct AgeMem (paper)" and legend[-1] == "Qwen3-4B-Instruct AgeMem (paper)"
     texts = _texts(axis)
     assert "54.4" in texts and "41.1" in texts  # the paper's AgeMem HotpotQA J and ALFWorld SR, on their bars
+    assert "55.5" in texts and "49" in texts  # the same on Qwen3-4B-Instruct (48.97 shown as 49)
     assert texts.count("n/a") == 1  # ours on SciWorld, not run
     hatches = {patch.get_hatch() for patch in axis.patches}
     assert hatches == {None, "//"}
