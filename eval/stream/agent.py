@@ -12,13 +12,14 @@ episode it plays on the environment's turn loop.
 * :class:`StreamPlay`: what the tasks' episodes share (the tokenizer, the env and rollout settings), and
   :meth:`StreamPlay.env`: a :class:`~agemem.core.env.MemoryEnv` whose tool calls run on the bank. Replies are
   parsed, tools run, results and the format feedback appended by the env, as in training and evaluation.
-* :func:`transcript`: every reply of an episode with its tool calls and their results (the step log's).
+* :func:`play_episode`: one task's episode on that env, driven reply by reply; :func:`transcript`: every reply of an
+  episode with its tool calls and their results (the step log's).
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -41,7 +42,17 @@ if TYPE_CHECKING:
 
     from agemem.rollouts.records import Step
 
-__all__ = ["BankTools", "ChatDriver", "ChatModel", "ChatReply", "EngineChat", "StreamPlay", "transcript"]
+__all__ = [
+    "BankTools",
+    "ChatDriver",
+    "ChatModel",
+    "ChatReply",
+    "EngineChat",
+    "Played",
+    "StreamPlay",
+    "play_episode",
+    "transcript",
+]
 
 MEMORY_TOOLS = ("Add_memory", "Delete_memory")
 """the tools of the policy addition."""
@@ -180,6 +191,37 @@ class StreamPlay:
             ChatTemplateTokenCounter(setup.tokenizer),
         )
         return MemoryEnv(resources, runner=tools, note=note)
+
+
+@dataclass
+class Played:
+    """What one stream episode left: its result (a trajectory or a game's), its replies in the transcript's shape,
+    and what the model calls cost."""
+
+    result: Any
+    transcript: list[dict[str, Any]]
+    replies: int
+    prompt_tokens: int
+
+
+def play_episode(
+    settings: StreamPlay,
+    model: ChatModel,
+    seed: int | None,
+    tools: MemoryTools,
+    system: str,
+    replies: int,
+    episode: Callable[[MemoryEnv, EpisodeSetup], Generator[Any, Any, Any]],
+) -> Played:
+    """Play one task: the env for ``tools`` (ReMem's status after each reply when ``tools`` is ReMem's session), the
+    episode ``episode(env, setup)`` builds, driven one reply at a time on ``model`` under ``seed``."""
+    note = getattr(tools, "note", None)  # ReMem's session; the bank tools leave the format feedback
+    operations = getattr(tools, "operations", ())
+    setup = settings.setup(model, replies)
+    env = settings.env(tools, setup, system, note=note)
+    driver = ChatDriver(model, seed, setup.tokenizer)
+    result = driver.play(episode(env, setup))
+    return Played(result, transcript(result.steps, operations), driver.calls, driver.prompt_tokens)
 
 
 def transcript(steps: Sequence[Step], operations: Sequence[str] = ()) -> list[dict[str, Any]]:

@@ -145,7 +145,7 @@ def operation_of(parsed: ParsedResponse) -> Operation:
 class ReMemSession:
     """ReMem on one task: its Refine operations on the bank (a :class:`~agemem.eval.stream.base.MemoryTools`), the
     status after each reply (:meth:`note`), its per-step budget and its counts. The runner makes one per task and
-    passes it to the task's episode as its memory tools; the episode sets :attr:`decision` and :attr:`turn_limit`;
+    passes it to the task's episode as its memory tools; the episode sets :attr:`decision`;
     the runner reads what Refine added, deleted and rewrote afterwards. ``write(content, metadata)`` writes
     Add_memory's record of the current task (None: Add_memory is not offered)."""
 
@@ -157,8 +157,6 @@ class ReMemSession:
     """records Refine rewrote (updated, or kept by a merge), in order of their first rewrite."""
     decision: str = "this task"
     """what a step leads to, in the status messages ("this command" in a game)."""
-    turn_limit: int = 0
-    """replies per step (``budget.max_steps``)."""
     turn_steps: int = 0
     """replies in the current step so far."""
     step_think: int = 0
@@ -222,7 +220,7 @@ class ReMemSession:
         """Book a reply's operation and tell the agent where it stands (nothing after an Act).
 
         A step is the replies up to one Act (the whole task on a QA stream, one game command in a game), at most
-        :attr:`turn_limit`: each is a Think (``<think>`` alone: the reasoning stays in the context; one beyond
+        ``budget.max_steps``: each is a Think (``<think>`` alone: the reasoning stays in the context; one beyond
         ``max_think`` in the step is refused as a malformed reply), a Refine (``<tool_call>``: its calls ran within
         the step's ``max_refine``, :meth:`run`), an Act (``<answer>``) or malformed (the environment's format
         feedback). Every reply but an Act ends with a status message: the replies left in the step, the Thinks and
@@ -254,16 +252,17 @@ class ReMemSession:
             else:
                 done = "Thought noted." if operation == "think" else "Refine done."
                 told = json.dumps({"tool": "remem", "ok": True, "message": f"{done} {status}"}, ensure_ascii=False)
-        if operation == "act" or self.turn_steps >= self.turn_limit:  # the step is over: the next one starts afresh
+        if operation == "act" or self.turn_steps >= self.budget.max_steps:  # the step is over: a fresh one follows
             self.turn_steps = self.step_think = self.step_refine = 0
         return told
 
     def status(self) -> str:
         """``Step s of n for <decision> (k left). Think operations left: …; Refine operations left: ….`` and the
         choice of operations (all counts within the current step)."""
-        left = self.turn_limit - self.turn_steps
+        limit = self.budget.max_steps
         return (
-            f"Step {self.turn_steps} of {self.turn_limit} for {self.decision} ({left} left). Think operations left: "
+            f"Step {self.turn_steps} of {limit} for {self.decision} ({limit - self.turn_steps} left). Think operations "
+            "left: "
             f"{self.think_left}; Refine operations left: {self.refine_left}. Reply with one operation: Think, "
             "Refine or Act."
         )

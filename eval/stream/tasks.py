@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from agemem.core.configlib import ConfigError
 from agemem.core.text import normalize_answer
-from agemem.eval.stream.agent import ChatDriver, StreamPlay, memory_turn_message, task_message, transcript
+from agemem.eval.stream.agent import StreamPlay, memory_turn_message, play_episode, task_message
 from agemem.eval.stream.base import Attempt, Demonstration, StreamTask
 from agemem.eval.stream.config import StreamRunConfig
 from agemem.eval.stream.remem import (
@@ -48,8 +48,10 @@ from agemem.tasks.stream import StreamItem, game_execution, qa_execution
 from agemem.tasks.textgame import GameConfig, GameRef, GameSuite, TextGame
 
 if TYPE_CHECKING:
+    from agemem.core.env import MemoryEnv
     from agemem.eval.stream.base import MemoryTools
     from agemem.rollouts.engines.chat import ChatModel
+    from agemem.rollouts.episode import EpisodeSetup
     from agemem.rollouts.records import Step
     from agemem.tasks.games import GameResult
 
@@ -95,12 +97,10 @@ class QAStreamTask:
         remem = tools if isinstance(tools, ReMemSession) else None
         env_config = self.play_settings.env_config
         if remem is not None:
-            replies = remem.turn_limit = remem.budget.max_steps
+            replies = remem.budget.max_steps
             prompt = remem_system_prompt(QA_INTRO, QA_ACT, QA_ACT_EFFECT, env_config.tool_format, remem.budget)
         else:  # env.system_prompt replaces the standard agent's system message ("" : the built-in one)
             replies, prompt = self.max_steps, env_config.system_prompt
-        setup = self.play_settings.setup(model, replies)
-        env = self.play_settings.env(tools, setup, prompt, note=remem.note if remem is not None else None)
         memory_turn = remem is None and "Add_memory" in tools.offered
         stages = Stages(
             [],
@@ -110,17 +110,25 @@ class QAStreamTask:
             debrief_replies=self.max_steps,
         )
         task = Task(item.id, item.query, item.answer or "", [], [], dict(item.metadata))
-        driver = ChatDriver(model, seed, setup.tokenizer)
-        trajectory = driver.play(Episode(task, [], env, setup, 0, stages=stages).play())
-        answered = self._answering(trajectory.steps)
+        played = play_episode(
+            self.play_settings,
+            model,
+            seed,
+            tools,
+            prompt,
+            replies,
+            lambda env, setup: Episode(task, [], env, setup, 0, stages=stages).play(),
+        )
+        steps = played.result.steps
+        answered = self._answering(steps)
         return Attempt(
-            self._execution(trajectory.steps, remem),
+            self._execution(steps, remem),
             answered.answer if answered is not None else None,
             None,
-            driver.calls,
-            driver.prompt_tokens,
-            transcript(trajectory.steps, remem.operations if remem is not None else ()),
-            trajectory.error,
+            played.replies,
+            played.prompt_tokens,
+            played.transcript,
+            played.result.error,
         )
 
     @staticmethod
@@ -231,33 +239,33 @@ class GameStreamTask:
             prompt = remem_system_prompt(
                 prompt.split("\n\n", 1)[0], GAME_ACT, GAME_ACT_EFFECT, tool_format, remem.budget
             )
-            remem.decision, remem.turn_limit = "this command", settings.max_replies_per_step
-        setup = self.play_settings.setup(model, settings.max_replies_per_step)
-        env = self.play_settings.env(tools, setup, prompt, note=remem.note if remem is not None else None)
+            remem.decision = "this command"
 
         def debrief(so_far: GameResult) -> str:
             outcome = "The task was completed." if so_far.won else "The task was not completed."
             return memory_turn_message(game_trajectory_text(so_far), outcome)
 
-        episode = GameEpisode(
-            self.suite,
-            item.payload,
-            env,
-            setup,
-            settings,
-            open_game=self.open_game,
-            first_message=lambda text: task_message(text, demos),
-            debrief=debrief,
-        )
-        driver = ChatDriver(model, seed, setup.tokenizer)
-        result = driver.play(episode.play())
+        def episode(env: MemoryEnv, setup: EpisodeSetup) -> Generator[Any, Any, GameResult]:
+            return GameEpisode(
+                self.suite,
+                item.payload,
+                env,
+                setup,
+                settings,
+                open_game=self.open_game,
+                first_message=lambda text: task_message(text, demos),
+                debrief=debrief,
+            ).play()
+
+        played = play_episode(self.play_settings, model, seed, tools, prompt, replies, episode)
+        result = played.result
         return Attempt(
             game_trajectory_text(result),
             None,
             result.won,
-            driver.calls,
-            driver.prompt_tokens,
-            transcript(result.steps, remem.operations if remem is not None else ()),
+            played.replies,
+            played.prompt_tokens,
+            played.transcript,
             result.error,
         )
 

@@ -109,7 +109,6 @@ def test_the_bank_runs_the_calls_the_env_only_parses_books_and_shows_them():
 
 def test_remem_offers_its_refine_tools_and_its_status_replaces_the_format_feedback():
     session = ReMemSession(MemoryBank(WordSetEncoder()), ReMemBudget(max_think=1, max_refine=1, max_steps=3))
-    session.turn_limit = 3
     model = Script("<think>first</think>", "<think>second</think>", "<answer>Oslo</answer>")
     env, episode = _episode(session, model, note=session.note)
     ChatDriver(model, None).play(episode.play())
