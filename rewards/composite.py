@@ -28,6 +28,8 @@ class TermReadings:
     stored_entries: Callable[..., list[str]]
     maintenance_reward: Callable[[int, float, float], float]
     """R_maintenance from (maintenance counted, Q_stage1 = R_storage, Q_final)."""
+    context_state_share: Callable[[float | None], float]
+    """the share of R_compression and R_preservation paid, from the answer's judge score (None: no answer)."""
 
 
 TERM_READINGS: dict[str, TermReadings] = {
@@ -37,6 +39,7 @@ TERM_READINGS: dict[str, TermReadings] = {
         terms.preservation_items_paper,
         terms.stored_entries_paper,
         terms.maintenance_reward_paper,
+        terms.context_state_share_paper,
     ),
     "effects": TermReadings(
         terms.management_steps_effective,
@@ -44,6 +47,7 @@ TERM_READINGS: dict[str, TermReadings] = {
         terms.preservation_items_needed,
         terms.stored_entries_held,
         terms.maintenance_reward_effective,
+        terms.context_state_share_by_answer,
     ),
 }
 ROUND_LIMIT_SCOPES: dict[str, Callable[[Sequence[dict]], bool]] = {
@@ -166,9 +170,10 @@ def reward_breakdown(
     round_limit_hit = ROUND_LIMIT_SCOPES[config.round_limit_scope](trajectory.limit_hits)
 
     r_task = terms.task_reward(answer_score)
-    compression = terms.compression_reward(tokens_used, token_budget)
+    state_share = reading.context_state_share(answer_score)
+    compression = state_share * terms.compression_reward(tokens_used, token_budget)
     preventive = terms.preventive_reward(management, stats.first_overflow_step)
-    preservation = terms.preservation_reward(items, context_text, summaries)
+    preservation = state_share * terms.preservation_reward(items, context_text, summaries)
     r_context = terms.context_reward(compression, preventive, preservation)
     storage = terms.storage_reward(entry_scores, config.storage_threshold)
     quality_final = terms.storage_reward(final_scores, config.storage_threshold)
@@ -206,6 +211,7 @@ def reward_breakdown(
         "penalty/overflow": float(stats.overflow),
         "violations": float(violations),
         "context/tokens_used": float(tokens_used),
+        "context/state_share": state_share,
         "memory/stage1_adds": float(len(stats.ops("add", stage=1))),
         "memory/stored_judged": float(len(entry_scores)),
         "memory/retrievals": float(len(retrieval_scores)),

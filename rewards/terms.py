@@ -18,6 +18,7 @@ of what memory holds, and only what the question needs, counts):
 | storage | :func:`stored_entries_paper` | :func:`stored_entries_held` |
 | maintenance | :func:`maintenance_count_paper` | :func:`maintenance_count_effective` |
 | maintenance pays | :func:`maintenance_reward_paper` | :func:`maintenance_reward_effective` |
+| compression, preservation paid | :func:`context_state_share_paper` | :func:`context_state_share_by_answer` |
 
 Both readings look for preservation items in the same place, :func:`kept_context_text`, with the same matcher,
 :func:`contains_item` (whole words; never the system prompt, the tool schemas or the agent's own messages).
@@ -45,6 +46,26 @@ def task_reward(answer_score: float | None) -> float:
 def compression_reward(tokens_used: int, token_budget: int) -> float:
     """R_compression = max(0, 1 − T_used / T_max), T_used the context tokens at answer time (Eq. 19)."""
     return max(0.0, 1.0 - tokens_used / token_budget)
+
+
+def context_state_share_paper(answer_score: float | None) -> float:
+    """The share of R_compression and R_preservation paid under Eqs. 19 and 21's letter: all of it, whatever the
+    answer (1)."""
+    return 1.0
+
+
+def context_state_share_by_answer(answer_score: float | None) -> float:
+    """The share of R_compression and R_preservation paid by effect: the answer's judge score S in [0, 1], 0 without
+    an answer, so R_compression = S * max(0, 1 - T_used / T_max) and R_preservation = S * (share of items kept).
+
+    Why: both terms read the *state* of the context at answer time, not anything the agent did to it. A policy that
+    stores nothing, retrieves nothing and answers "OK" holds a short context, and the context the environment gave
+    it (Stage-2 look-alikes naming the same people) holds key items without its doing: under the letter it earned
+    +0.34 of R_context (compression 0.89, preservation 0.13) for an episode with no useful act and a wrong answer,
+    more than a warm start that tried (seed 3 of the stored-lookup recipe collapsed into that, docs/results.md). A
+    short context is worth paying when the answer it held was right: the efficiency of a correct answer, as the
+    paper motivates compression. Preventive is an act (management that reached the answer) and stays unscaled."""
+    return 0.0 if answer_score is None else float(answer_score)
 
 
 def preventive_reward(management_steps: Sequence[int], first_overflow_step: int | None) -> float:

@@ -280,10 +280,24 @@ def play(tasks, tokenizer, agent: str, habit: Habit | None = None, overrides: Se
     rollout = config.rollout
     stage1_texts = {t.id: stage1_messages(t, rollout.stage1_mode, rollout.paragraphs_per_turn) for t in tasks}
     policy = HabitAgent(tasks, stage1_texts, habit=habit, **AGENTS[agent])
+    return play_policy(tasks, tokenizer, policy, overrides, summarise=policy.summary_text)
+
+
+def play_policy(
+    tasks,
+    tokenizer,
+    policy: Callable[[list[dict[str, str]]], str],
+    overrides: Sequence[str] = (),
+    *,
+    summarise: Callable[[str], str] = lambda transcript: GIST,
+):
+    """Any scripted ``policy`` (conversation -> reply) plays ``tasks`` once each through the real driver and env
+    under :data:`OVERRIDES` (then ``overrides``): the trajectories, in task order."""
+    config = load_config(AgeMemConfig, overrides=[*OVERRIDES, *overrides])
     encoder = WordSetEncoder()
     resources = build_resources(config.env, tokenizer, encoder=encoder)
-    engine = ScriptedEngine(tokenizer, policy, name="habits", summarise=policy.summary_text)
-    driver = build_driver(rollout, config.sampling, engine, tokenizer, resources, progress=False)
+    engine = ScriptedEngine(tokenizer, policy, name="habits", summarise=summarise)
+    driver = build_driver(config.rollout, config.sampling, engine, tokenizer, resources, progress=False)
     with mock.patch.object(LongTermMemory, "_new_id", _decimal_id):
         return driver.run(tasks, distractors_for(config.distractors, tasks, encoder)).trajectories
 

@@ -135,7 +135,11 @@ def test_scorer_report_has_every_term_mean_and_the_judge():
     rewards = report["rewards"]
     assert set(rewards) == set(breakdowns[0]) | {"total_std"}
     assert rewards["task"] == 0.5  # F1 1 and 0
-    # the totals differ by w_task · (1 - 0) = 1/3 only; population std of two values d apart = d/2 = 1/6
+    # the totals differ by w_task · (1 - 0) = 1/3 and by what the wrong answer's context state is not paid (effects:
+    # compression and preservation times S = 0): compression 1 - 2048/8192 = 0.75, preservation 1 (Ada Quill, Oslo
+    # kept), each 1/3 of R_context weighted 1/3: d = 1/3 + (0.75 + 1)/9 = 4.75/9; population std of two values d apart
+    # = d/2 = 4.75/18
     assert rewards["total"] == pytest.approx((breakdowns[0]["total"] + breakdowns[1]["total"]) / 2)
-    assert rewards["total_std"] == pytest.approx(1 / 6)
+    assert breakdowns[1]["context/compression"] == 0.0 and breakdowns[1]["context/preservation"] == 0.0
+    assert rewards["total_std"] == pytest.approx(4.75 / 18)
     json.dumps(report)  # the summary file takes it as it is

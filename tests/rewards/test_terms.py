@@ -292,7 +292,9 @@ def test_score_trajectories_batches_the_judge_and_fills_the_breakdown():
     assert judge.calls == [("answer", 2), ("memory", 3), ("relevance", 2)]
     assert [b["task"] for b in breakdowns] == [1.0, 0.0]
     assert right.reward is breakdowns[0] and breakdowns[0]["total"] > breakdowns[1]["total"]
-    assert breakdowns[0]["total"] - breakdowns[1]["total"] == pytest.approx(1 / 3)  # only w_task x R_task differs
+    # w_task x R_task differs by 1/3, and the wrong answer's context state is not paid (S = 0): compression
+    # 1 - 2048/8192 = 0.75 and preservation 1, each a third of R_context weighted 1/3: 1/3 + 1.75/9 = 4.75/9
+    assert breakdowns[0]["total"] - breakdowns[1]["total"] == pytest.approx(4.75 / 9)
 
 
 def test_a_registered_term_is_logged_and_paid_only_by_its_weight():
@@ -323,3 +325,18 @@ def test_a_registered_term_is_logged_and_paid_only_by_its_weight():
         build_scorer(config.reward, 8192)
     with pytest.raises(ConfigError, match=r"reward.term_weights.x must be a number, got .lots."):
         load_config(AgeMemConfig, overrides=["reward.term_weights.x=lots"])
+
+
+@pytest.mark.parametrize("answer_score, share", [(1.0, 1.0), (0.5, 0.5), (0.0, 0.0), (None, 0.0)])
+def test_context_state_is_paid_by_the_answer_under_effects(answer_score, share):
+    traj = trajectory(answer="Oslo" if answer_score is not None else None)
+    effects = reward_breakdown(traj, answer_score, [], [], RewardConfig(), token_budget=8192)
+    paper = reward_breakdown(traj, answer_score, [], [], RewardConfig(terms="paper"), token_budget=8192)
+    # the letter pays the state whatever the answer: compression 1 - 2048/8192 = 0.75, preservation 1 (Ada Quill and
+    # Oslo are in the kept summary); by effect both are scaled by S (0 without an answer): 0.75 S and S
+    assert paper["context/compression"] == 0.75 and paper["context/preservation"] == 1.0
+    assert effects["context/state_share"] == share
+    assert effects["context/compression"] == pytest.approx(0.75 * share)
+    assert effects["context/preservation"] == pytest.approx(share)
+    # R_context (the mean of the three) differs by what the two terms lose: (1 - S) * 1.75 / 3
+    assert paper["context"] - effects["context"] == pytest.approx((1 - share) * 1.75 / 3)
