@@ -4,6 +4,7 @@ so threshold and ranking tests can compute the expected answer by hand."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Callable
@@ -109,3 +110,12 @@ def uninterrupted(tmp_path_factory):
     out = tmp_path_factory.mktemp("full")
     assert main(["train", *TINY, "max_steps=3", f"output_dir={out}"]) == 0
     return out
+
+
+def parses_as_json(text: str | None) -> bool:
+    """Whether ``text`` is one JSON document (what a library's bare ``json.loads`` accepts)."""
+    try:
+        json.loads(text or "")
+    except ValueError:
+        return False
+    return True

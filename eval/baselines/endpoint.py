@@ -10,8 +10,8 @@ model under test, reached one of two ways:
   when ``--model openai:<model>@<url>`` names one.
 
 Both count every call (:class:`UsageMeter`): requests, prompt and completion tokens (the response's ``usage``),
-so a run reports what each system spent beside its score. They listen on 127.0.0.1 on a free port, one thread
-per request, and stop with :meth:`close`.
+so a run reports what each system spent beside its score. Both stream (server-sent events) when asked. They are a
+FastAPI app served by uvicorn on 127.0.0.1 on a free port, in a thread, and stop with :meth:`close`.
 """
 
 from __future__ import annotations
@@ -19,15 +19,28 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
 from agemem.core.configlib import ConfigError
+from agemem.eval.baselines.openai_api import (
+    ChatRequest,
+    Choice,
+    Completed,
+    RequestError,
+    completion_body,
+    completion_chunks,
+    cut_at_stop,
+    parse_request,
+    request_grammar,
+    sse_events,
+)
+from agemem.rollouts.engines.base import SamplingParams, derive_seed
 
 if TYPE_CHECKING:
     from agemem.rollouts.engines.chat import EngineChat
@@ -119,75 +132,112 @@ def parse_tool_calls(text: str) -> tuple[str, list[dict[str, Any]]]:
     return kept.strip(), calls
 
 
-Answer = Callable[[dict[str, Any]], tuple[int, dict[str, Any]]]
-"""a chat-completions request body -> (HTTP status, response body)."""
+@dataclass
+class JSONReply:
+    """A reply sent as one JSON body."""
+
+    status: int
+    body: dict[str, Any]
+
+
+@dataclass
+class EventStream:
+    """A reply sent as server-sent events (``text/event-stream``), each item one ``data: ...`` event."""
+
+    events: Iterator[str]
+
+
+Answer = Callable[[Any], "JSONReply | EventStream"]
+"""a chat-completions request body (any JSON) -> the reply."""
+
+
+def chat_app(model: str, answer: Answer) -> Any:
+    """The FastAPI app of an endpoint: ``GET /v1/models`` names ``model``, ``GET /health``, ``POST
+    /v1/chat/completions`` answered by ``answer`` on a worker thread (it blocks on the engine or the upstream), any
+    other route a 404 that names the one to use."""
+    from fastapi import FastAPI, Request
+    from fastapi.responses import JSONResponse, StreamingResponse
+    from starlette.concurrency import run_in_threadpool
+
+    app = FastAPI(openapi_url=None, docs_url=None, redoc_url=None)
+
+    def error(status: int, message: str) -> JSONResponse:
+        return JSONResponse({"error": {"message": message, "type": "invalid_request_error"}}, status_code=status)
+
+    @app.get("/v1/models")
+    def models() -> dict[str, Any]:
+        return {"object": "list", "data": [{"id": model, "object": "model", "owned_by": "agemem"}]}
+
+    @app.get("/health")
+    @app.get("/v1/health")
+    def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    async def chat_completions(request: Request) -> Any:
+        try:
+            body = json.loads(await request.body() or b"{}")
+        except ValueError as err:
+            return error(400, f"the request body is not JSON: {err}")
+        reply = await run_in_threadpool(answer, body)
+        if isinstance(reply, EventStream):
+            return StreamingResponse(reply.events, media_type="text/event-stream")
+        return JSONResponse(reply.body, status_code=reply.status)
+
+    async def no_route(request: Request) -> JSONResponse:
+        return error(404, f"no route {request.url.path}; use /v1/chat/completions")
+
+    # plain Starlette routes: the handler takes the request itself, no FastAPI parameter resolution
+    app.add_route("/v1/chat/completions", chat_completions, methods=["POST"])
+    app.add_route("/{path:path}", no_route, methods=["GET", "POST"])
+    return app
 
 
 class Listener:
-    """A ThreadingHTTPServer on 127.0.0.1:<free port> in a daemon thread: ``/v1/models`` names ``model``,
-    ``/v1/chat/completions`` is answered by ``answer``."""
+    """:func:`chat_app` served by uvicorn on 127.0.0.1:<free port> in a daemon thread, until :meth:`close`."""
 
-    def __init__(self, model: str, answer: Answer):
+    def __init__(self, model: str, answer: Answer, *, start_timeout_s: float = 30.0):
+        try:
+            import uvicorn
+        except ImportError as err:
+            raise ImportError(
+                "the memory systems' endpoint needs FastAPI and uvicorn: pip install 'agemem[baselines]'"
+            ) from err
         self.model = model
-        self.answer = answer
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:
-                pass  # a request line per call would drown the progress bar
-
-            def do_GET(self) -> None:
-                if self.path.rstrip("/").endswith("/models"):
-                    self._send(200, {"object": "list", "data": [{"id": owner.model, "object": "model"}]})
-                elif self.path.rstrip("/").endswith("/health"):
-                    self._send(200, {"status": "ok"})
-                else:
-                    self._send(404, {"error": {"message": f"no route {self.path}"}})
-
-            def do_POST(self) -> None:
-                length = int(self.headers.get("content-length") or 0)
-                try:
-                    body = json.loads(self.rfile.read(length) or b"{}")
-                except ValueError as err:
-                    self._send(400, {"error": {"message": f"the request body is not JSON: {err}"}})
-                    return
-                if not self.path.rstrip("/").endswith("/chat/completions"):
-                    self._send(404, {"error": {"message": f"no route {self.path}; use /v1/chat/completions"}})
-                    return
-                status, payload = owner.answer(body)
-                self._send(status, payload)
-
-            def _send(self, status: int, payload: dict[str, Any]) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self._http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._http.daemon_threads = True
-        self._thread = threading.Thread(target=self._http.serve_forever, name="memory-system-endpoint", daemon=True)
+        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._socket.bind(("127.0.0.1", 0))
+        config = uvicorn.Config(chat_app(model, answer), log_level="warning", access_log=False, lifespan="off")
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(
+            target=self._server.run, kwargs={"sockets": [self._socket]}, name="memory-system-endpoint", daemon=True
+        )
         self._thread.start()
+        deadline = time.monotonic() + start_timeout_s
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                self.close()
+                raise RuntimeError(f"the memory systems' endpoint did not start within {start_timeout_s:.0f} s")
+            time.sleep(0.01)
 
     @property
     def base_url(self) -> str:
-        host, port = self._http.server_address[:2]
+        host, port = self._socket.getsockname()[:2]
         return f"http://{host}:{port}/v1"
 
     def close(self) -> None:
-        self._http.shutdown()
-        self._http.server_close()
-        self._thread.join(timeout=5)
+        self._server.should_exit = True
+        self._thread.join(timeout=10)
+        self._socket.close()
 
 
 class EngineServer:
     """``/v1/chat/completions`` answered by the harness's own engine (one request at a time: the engine is not
     re-entrant, and the agent's episodes wait while their memory system calls it).
 
-    ``max_tokens`` and ``temperature`` of a request are honoured (``max_tokens`` capped at ``max_tokens_cap``);
-    ``tools`` are rendered by the chat template and ``<tool_call>`` blocks in the reply returned as tool calls;
-    ``response_format`` is not enforced (no constrained decoding here: serve with ``vllm serve`` for that).
+    The request is read by :func:`~agemem.eval.baselines.openai_api.parse_request` (what each field does is in its
+    module's table; anything it cannot honour is a 400 naming the field); ``response_format`` and a forced
+    ``tool_choice`` are enforced by constrained decoding (:func:`~agemem.eval.baselines.openai_api.request_grammar`,
+    :mod:`agemem.rollouts.engines.grammar`). Usage reports the prompt once and the completions of all ``n``
+    choices, as OpenAI does; the meter books every engine call, prompt included, since each choice re-reads it.
     """
 
     def __init__(self, chat: EngineChat, model: str, *, max_tokens_cap: int, seed: int | None = None):
@@ -207,56 +257,74 @@ class EngineServer:
     def close(self) -> None:
         self.listener.close()
 
-    def complete(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        messages = body.get("messages")
-        if not isinstance(messages, list) or not messages:
-            return 400, {"error": {"message": "messages must be a non-empty list"}}
-        if body.get("stream"):
-            return 400, {"error": {"message": "stream=true is not served here; send stream=false"}}
-        requested = body.get("max_tokens") or body.get("max_completion_tokens") or self.max_tokens_cap
+    def complete(self, body: Any) -> JSONReply | EventStream:
+        try:
+            request = parse_request(body)
+            grammar = request_grammar(request)
+        except RequestError as err:
+            return JSONReply(400, err.body())
         sampling = dataclasses.replace(
             self.chat.sampling,
-            max_tokens=max(1, min(int(requested), self.max_tokens_cap)),
-            temperature=float(body.get("temperature", self.chat.sampling.temperature) or 0.0),
+            max_tokens=min(request.max_tokens or self.max_tokens_cap, self.max_tokens_cap),
+            temperature=self.chat.sampling.temperature if request.temperature is None else request.temperature,
+            top_p=self.chat.sampling.top_p if request.top_p is None else request.top_p,
+            grammar=grammar,
+            exact_seed=request.seed is not None,
         )
-        tools = [t.get("function", t) for t in body.get("tools") or []] or None
+        reply = self._generate(request, sampling)
+        if isinstance(reply, JSONReply):
+            return reply
+        if request.stream:
+            return EventStream(sse_events(completion_chunks(reply, include_usage=request.include_usage)))
+        return JSONReply(200, completion_body(reply))
+
+    def _seed(self, request: ChatRequest, choice: int) -> int | None:
+        if request.seed is not None:  # the client's seed: the same request gets the same reply
+            return derive_seed(request.seed, choice)
+        self._count += 1
+        return None if self.seed is None else self.seed + self._count  # each call its own, reproducible draw
+
+    def _generate(self, request: ChatRequest, sampling: SamplingParams) -> Completed | JSONReply:
+        messages = chat_messages(request.messages)
+        choices, prompt_tokens, completion_tokens = [], 0, 0
         with self._engine_lock:
-            self._count += 1
-            seed = None if self.seed is None else self.seed + self._count  # each call its own, reproducible draw
             saved, self.chat.sampling = self.chat.sampling, sampling
             try:
-                reply = self.chat(chat_messages(messages), tools, seed)
+                for index in range(request.n):
+                    reply = self.chat(messages, request.tools, self._seed(request, index))
+                    self.meter.book(reply.prompt_tokens, reply.completion_tokens, failed=reply.error is not None)
+                    if reply.error is not None:
+                        return JSONReply(502, {"error": {"message": f"the engine failed: {reply.error}"}})
+                    prompt_tokens = reply.prompt_tokens
+                    completion_tokens += reply.completion_tokens
+                    choices.append(self._choice(request, reply.text, reply.completion_tokens, sampling.max_tokens))
+            except ValueError as err:  # a grammar the engine cannot compile, or an engine that cannot constrain
+                self.meter.book(0, 0, failed=True)
+                return JSONReply(400, RequestError(str(err), "response_format").body())
             except Exception as err:  # the client gets a 502 it can report, not a dropped connection
                 self.meter.book(0, 0, failed=True)
-                return 502, {"error": {"message": f"the engine failed: {type(err).__name__}: {err}"}}
+                return JSONReply(502, {"error": {"message": f"the engine failed: {type(err).__name__}: {err}"}})
             finally:
                 self.chat.sampling = saved
-        self.meter.book(reply.prompt_tokens, reply.completion_tokens, failed=reply.error is not None)
-        if reply.error is not None:
-            return 502, {"error": {"message": f"the engine failed: {reply.error}"}}
-        content, calls = parse_tool_calls(reply.text) if tools else (reply.text.strip(), [])
-        message: dict[str, Any] = {"role": "assistant", "content": content}
+        return Completed(self.model, choices, prompt_tokens, completion_tokens)
+
+    @staticmethod
+    def _choice(request: ChatRequest, text: str, completion_tokens: int, max_tokens: int) -> Choice:
+        content, calls = parse_tool_calls(text) if request.tools else (text.strip(), [])
+        if not request.parallel_tool_calls:
+            calls = calls[:1]
+        content, stopped = cut_at_stop(content, request.stop)
         if calls:
-            message["tool_calls"] = calls
-        finish = "tool_calls" if calls else ("length" if reply.completion_tokens >= sampling.max_tokens else "stop")
-        return 200, {
-            "id": f"chatcmpl-{uuid.uuid4().hex[:16]}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": self.model,
-            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-            "usage": {
-                "prompt_tokens": reply.prompt_tokens,
-                "completion_tokens": reply.completion_tokens,
-                "total_tokens": reply.prompt_tokens + reply.completion_tokens,
-            },
-        }
+            return Choice(content, calls, "tool_calls")
+        return Choice(content, [], "stop" if stopped or completion_tokens < max_tokens else "length")
 
 
 class ForwardingServer:
     """A metering proxy: ``/v1/chat/completions`` forwarded to ``upstream`` (another OpenAI-compatible server),
-    ``max_tokens`` capped at ``max_tokens_cap``, its ``usage`` booked. An unreachable upstream is a 502 whose
-    message names the URL."""
+    ``max_tokens`` capped at ``max_tokens_cap``, its ``usage`` booked; every other field is the upstream's to honour
+    or refuse. A streaming request is streamed: the upstream's events are relayed as they come (the proxy asks
+    for the usage chunk to book it, and passes it on only when the client asked too). An unreachable upstream is a
+    502 whose message names the URL."""
 
     def __init__(self, upstream: str, model: str, *, timeout_s: float, max_tokens_cap: int, api_key: str = "EMPTY"):
         import httpx
@@ -272,30 +340,90 @@ class ForwardingServer:
     def base_url(self) -> str:
         return self.listener.base_url
 
-    def complete(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    def complete(self, body: Any) -> JSONReply | EventStream:
         import httpx
 
+        if not isinstance(body, dict):
+            return JSONReply(400, RequestError("the request body must be a JSON object").body())
         # every system's replies are capped alike (A-Mem sends no max_tokens; a server's default may be its context)
+        body = dict(body)
         requested = body.pop("max_completion_tokens", None) or body.get("max_tokens") or self.max_tokens_cap
-        body = {**body, "stream": False, "max_tokens": min(int(requested), self.max_tokens_cap)}
+        body["max_tokens"] = min(int(requested), self.max_tokens_cap)
+        if body.get("stream") is True:
+            return self._stream(body)
+        body["stream"] = False
         try:
             response = self._client.post(f"{self.upstream}/chat/completions", json=body)
         except httpx.HTTPError as err:
             self.meter.book(0, 0, failed=True)
-            return 502, {"error": {"message": f"the memory system's endpoint {self.upstream} failed: {err}"}}
-        try:
-            payload = response.json()
-        except ValueError:
-            payload = {"error": {"message": response.text[:500]}}
+            return JSONReply(502, {"error": {"message": f"the memory system's endpoint {self.upstream} failed: {err}"}})
+        payload = _json_or_error(response.text)
         usage = payload.get("usage") or {}
         self.meter.book(
             int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0)), failed=response.is_error
         )
-        return response.status_code, payload
+        return JSONReply(response.status_code, payload)
+
+    def _stream(self, body: dict[str, Any]) -> JSONReply | EventStream:
+        import httpx
+
+        wants_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        body["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}
+        try:
+            response = self._client.send(
+                self._client.build_request("POST", f"{self.upstream}/chat/completions", json=body), stream=True
+            )
+        except httpx.HTTPError as err:
+            self.meter.book(0, 0, failed=True)
+            return JSONReply(502, {"error": {"message": f"the memory system's endpoint {self.upstream} failed: {err}"}})
+        if response.is_error:
+            text = response.read().decode(errors="replace")
+            response.close()
+            self.meter.book(0, 0, failed=True)
+            return JSONReply(response.status_code, _json_or_error(text))
+        return EventStream(self._relay(response, wants_usage))
+
+    def _relay(self, response: Any, wants_usage: bool) -> Iterator[str]:
+        usage: dict[str, Any] = {}
+        done = False
+        try:
+            for line in response.iter_lines():
+                if not line.startswith("data:"):
+                    continue  # blank separators and comments: the events are re-framed below
+                data = line[len("data:") :].strip()
+                if data == "[DONE]":
+                    # booked before the client sees the end: once it has, it may read the meter
+                    done = True
+                    self.meter.book(int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0)))
+                    yield "data: [DONE]\n\n"
+                    continue
+                try:
+                    chunk = json.loads(data)
+                except ValueError:
+                    yield f"data: {data}\n\n"
+                    continue
+                usage = chunk.get("usage") or usage
+                if not wants_usage:
+                    if not chunk.get("choices"):
+                        continue  # the usage chunk the proxy asked for, not the client
+                    chunk.pop("usage", None)
+                yield f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n"
+        finally:
+            response.close()
+            if not done:  # the upstream or the client broke off: a failed call, with what it had counted
+                self.meter.book(int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0)), failed=True)
 
     def close(self) -> None:
         self.listener.close()
         self._client.close()
+
+
+def _json_or_error(text: str) -> dict[str, Any]:
+    try:
+        payload = json.loads(text)
+    except ValueError:
+        return {"error": {"message": text[:500]}}
+    return payload if isinstance(payload, dict) else {"error": {"message": text[:500]}}
 
 
 def check_reachable(base_url: str, timeout_s: float) -> None:

@@ -34,6 +34,12 @@ class SamplingParams:
     stream per call, so another batch_size or max_live_episodes gives other (equally valid) samples."""
     stop_token_ids: tuple[int, ...] = ()
     """end-of-turn ids; generation stops after emitting one (it is kept in the completion)."""
+    exact_seed: bool = False
+    """sample under ``seed`` itself, not a seed derived per call: the same request with the same seed gets the same
+    completion (an API request's ``seed``); engines that derive no seeds ignore it."""
+    grammar: str | None = None
+    """EBNF (xgrammar's dialect, as ``vllm serve`` takes it) every completion must match; None: unconstrained
+    (:mod:`agemem.rollouts.engines.grammar`). An engine that cannot constrain raises rather than ignore it."""
 
     @property
     def greedy(self) -> bool:

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from agemem.core.httpclient import HTTPRequestError, openai_client, request
 from agemem.rollouts.engines.base import CallCounter, Completion, EngineError, FinishReason, SamplingParams, derive_seed
+from agemem.rollouts.engines.grammar import refuse_grammar
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -137,6 +138,7 @@ class OpenAIEngine:
                 )
             if len(messages) != len(prompts):
                 raise ValueError(f"got {len(prompts)} prompts but {len(messages)} message lists")
+        refuse_grammar(sampling, self.name)
         count = len(prompts)
         if count == 0:
             return []

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from agemem.rollouts.config import EngineConfig
 from agemem.rollouts.engines.base import CallCounter, Completion, SamplingParams, derive_seed
+from agemem.rollouts.engines.grammar import GrammarCompilers, GrammarMasks
 from agemem.rollouts.engines.prefix_cache import CachedPrefix, PrefixCache
 
 if TYPE_CHECKING:
@@ -104,6 +105,7 @@ class TransformersEngine:
         # a sliding-window layer keeps only its window, so a stored row would not be the prefix it claims
         self.prefix_cache = PrefixCache(prefix_cache_tokens if _full_attention_cache(model) else 0)
         self._cache_keyword = cache_keyword(model)
+        self._grammars = GrammarCompilers()
 
     def sync_weights(self) -> None:
         """The policy module is shared, so the engine already generates with the new weights; the cached
@@ -124,7 +126,9 @@ class TransformersEngine:
         if any(len(p) == 0 for p in prompts):
             raise ValueError("every prompt needs at least one token")
         call_index = self._call_counter.next_index(sampling.seed)
-        seed = None if sampling.seed is None else derive_seed(sampling.seed, call_index)
+        seed = sampling.seed
+        if seed is not None and not sampling.exact_seed:
+            seed = derive_seed(seed, call_index)
         self.calls += 1
         prefixes = self._cached_prefixes(prompts)
         # rows needing the same number of fresh columns share a micro-batch: one uncached row would make
@@ -171,6 +175,7 @@ class TransformersEngine:
         scale = sampling.temperature if not sampling.greedy and sampling.temperature > 0 else 1.0
         tokens: list[list[int]] = [[] for _ in prompts]
         logprobs: list[list[float]] = [[] for _ in prompts]
+        masks = self._grammar_masks(sampling, len(prompts))
         finish = ["length"] * len(prompts)
         live_B = torch.arange(len(prompts))  # which prompt each remaining row is
         cache = DynamicCache(config=self.model.config)  # the model's layer types (sliding-window layers included)
@@ -196,6 +201,8 @@ class TransformersEngine:
                     .logits[:, -1, :]
                     .float()
                 )
+                if masks is not None:  # tokens the grammar forbids next get -inf before any sampling rule
+                    logits_BV = masks.apply(logits_BV, live_B.tolist())
                 if sampling.greedy:
                     logprobs_BV = torch.log_softmax(logits_BV / scale, dim=-1)
                     chosen_B = logprobs_BV.argmax(dim=-1)
@@ -209,6 +216,8 @@ class TransformersEngine:
                 for index, token, logprob in zip(live_B.tolist(), chosen_cpu_B.tolist(), chosen_logprob_B.tolist()):
                     tokens[index].append(token)
                     logprobs[index].append(logprob)
+                    if masks is not None:
+                        masks.accept(index, token)
                 stopped_B = torch.isin(chosen_cpu_B, stops)
                 for index in live_B[stopped_B].tolist():
                     finish[index] = "stop"
@@ -230,6 +239,14 @@ class TransformersEngine:
                     self._remember(cache, mask_BL[:, :-1], live_B, every_B, prompts, prefixes, tokens)
         reused = [max(0, len(p) - fresh) if entry is not None else 0 for p, (entry, _) in zip(prompts, prefixes)]
         return [Completion(t, lp, f, cached_prompt_tokens=r) for t, lp, f, r in zip(tokens, logprobs, finish, reused)]
+
+    def _grammar_masks(self, sampling: SamplingParams, rows: int) -> GrammarMasks | None:
+        """One grammar matcher per prompt when ``sampling.grammar`` constrains the completions."""
+        if sampling.grammar is None:
+            return None
+        vocab_size = self.model.get_output_embeddings().weight.shape[0]
+        compiled = self._grammars.compiled(sampling.grammar, self.tokenizer, vocab_size, sampling.stop_token_ids)
+        return GrammarMasks(compiled, rows, vocab_size)
 
     def _seed_cache(
         self,

@@ -86,6 +86,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from agemem.rollouts.engines.base import Completion, EngineUnavailable, FinishReason, SamplingParams
+from agemem.rollouts.engines.grammar import refuse_grammar
 
 if TYPE_CHECKING:
     from accelerate import Accelerator
@@ -347,6 +348,7 @@ class VLLMEngine:
         messages: Sequence[list[dict[str, Any]]] | None = None,
     ) -> list[Completion]:
         """One completion per prompt, in order, sampled with ``sampling``; ``messages`` is ignored."""
+        refuse_grammar(sampling, self.name)
         batch = [[int(token) for token in prompt] for prompt in prompts]
         target = self._batch_size_across_ranks(len(batch))
         self.last_call_target = target
