@@ -41,6 +41,7 @@ from agemem.eval.baselines.openai_api import (
     sse_events,
 )
 from agemem.rollouts.engines.base import SamplingParams, derive_seed
+from agemem.rollouts.engines.grammar import GrammarError
 
 if TYPE_CHECKING:
     from agemem.rollouts.engines.chat import EngineChat
@@ -178,7 +179,13 @@ def chat_app(model: str, answer: Answer) -> Any:
             body = json.loads(await request.body() or b"{}")
         except ValueError as err:
             return error(400, f"the request body is not JSON: {err}")
-        reply = await run_in_threadpool(answer, body)
+        try:
+            reply = await run_in_threadpool(answer, body)
+        except Exception as err:  # OpenAI's error shape, never a plain-text 500 a client would retry
+            return JSONResponse(
+                {"error": {"message": f"the endpoint failed: {type(err).__name__}: {err}", "type": "server_error"}},
+                status_code=500,
+            )
         if isinstance(reply, EventStream):
             return StreamingResponse(reply.events, media_type="text/event-stream")
         return JSONResponse(reply.body, status_code=reply.status)
@@ -297,10 +304,11 @@ class EngineServer:
                         return JSONReply(502, {"error": {"message": f"the engine failed: {reply.error}"}})
                     prompt_tokens = reply.prompt_tokens
                     completion_tokens += reply.completion_tokens
-                    choices.append(self._choice(request, reply.text, reply.completion_tokens, sampling.max_tokens))
-            except ValueError as err:  # a grammar the engine cannot compile, or an engine that cannot constrain
+                    choices.append(self._choice(request, reply.text, reply.finish_reason))
+            except GrammarError as err:  # a grammar the engine cannot compile, or an engine that cannot constrain
                 self.meter.book(0, 0, failed=True)
-                return JSONReply(400, RequestError(str(err), "response_format").body())
+                param = "response_format" if request.response_format is not None else "tool_choice"
+                return JSONReply(400, RequestError(str(err), param).body())
             except Exception as err:  # the client gets a 502 it can report, not a dropped connection
                 self.meter.book(0, 0, failed=True)
                 return JSONReply(502, {"error": {"message": f"the engine failed: {type(err).__name__}: {err}"}})
@@ -309,14 +317,14 @@ class EngineServer:
         return Completed(self.model, choices, prompt_tokens, completion_tokens)
 
     @staticmethod
-    def _choice(request: ChatRequest, text: str, completion_tokens: int, max_tokens: int) -> Choice:
+    def _choice(request: ChatRequest, text: str, finish_reason: str) -> Choice:
         content, calls = parse_tool_calls(text) if request.tools else (text.strip(), [])
         if not request.parallel_tool_calls:
             calls = calls[:1]
         content, stopped = cut_at_stop(content, request.stop)
         if calls:
             return Choice(content, calls, "tool_calls")
-        return Choice(content, [], "stop" if stopped or completion_tokens < max_tokens else "length")
+        return Choice(content, [], "stop" if stopped else finish_reason)
 
 
 class ForwardingServer:
@@ -348,7 +356,11 @@ class ForwardingServer:
         # every system's replies are capped alike (A-Mem sends no max_tokens; a server's default may be its context)
         body = dict(body)
         requested = body.pop("max_completion_tokens", None) or body.get("max_tokens") or self.max_tokens_cap
-        body["max_tokens"] = min(int(requested), self.max_tokens_cap)
+        if isinstance(requested, bool) or not isinstance(requested, int):
+            return JSONReply(
+                400, RequestError(f"max_tokens must be an integer, got {requested!r}", "max_tokens").body()
+            )
+        body["max_tokens"] = min(requested, self.max_tokens_cap)
         if body.get("stream") is True:
             return self._stream(body)
         body["stream"] = False
@@ -403,9 +415,9 @@ class ForwardingServer:
                     yield f"data: {data}\n\n"
                     continue
                 usage = chunk.get("usage") or usage
-                if not wants_usage:
-                    if not chunk.get("choices"):
-                        continue  # the usage chunk the proxy asked for, not the client
+                if not wants_usage and "usage" in chunk:
+                    if chunk.get("usage") and not chunk.get("choices"):
+                        continue  # the usage chunk the proxy asked for, not the client (an error event passes)
                     chunk.pop("usage", None)
                 yield f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n"
         finally:

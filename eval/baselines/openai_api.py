@@ -20,8 +20,9 @@ What a field does here (docs/baselines.md, "The endpoint"):
 | ``stream``, ``stream_options.include_usage`` | server-sent events: the reply is generated whole, then sent in chunks |
 | ``model``, ``user``, ``metadata`` | accepted, not used |
 
-Any other field, or a listed one at a value it cannot honour, is a 400 that names it. Fields at their neutral
-value (``null``, a penalty of 0, ``logprobs: false``, an empty ``logit_bias``, ``store: false``) are accepted.
+Any other field, or a listed one at a value it cannot honour (a non-text content part, ``strict`` tools under
+``auto``), is a 400 that names it. Fields at their neutral value (``null``, which OpenAI reads as unset; a penalty
+of 0, ``logprobs: false``, an empty ``logit_bias``, ``store: false``) are accepted.
 """
 
 from __future__ import annotations
@@ -144,6 +145,18 @@ def _messages(body: dict[str, Any]) -> list[dict[str, Any]]:
     for index, message in enumerate(messages):
         if not isinstance(message, dict) or not isinstance(message.get("role"), str):
             raise RequestError(f"messages[{index}] must be an object with a role", "messages")
+        content = message.get("content")
+        if isinstance(content, list):
+            kinds = {part.get("type") if isinstance(part, dict) else type(part).__name__ for part in content}
+            if kinds - {"text"}:
+                raise RequestError(
+                    f"messages[{index}].content has {sorted(map(str, kinds - {'text'}))} parts: this server reads "
+                    "text parts only",
+                    "messages",
+                )
+        for call in message.get("tool_calls") or []:
+            if not isinstance((call or {}).get("function"), dict) or "name" not in call["function"]:
+                raise RequestError(f"messages[{index}].tool_calls: each call needs function.name", "messages")
     return messages
 
 
@@ -154,10 +167,23 @@ def _tools(body: dict[str, Any]) -> list[dict[str, Any]]:
     functions = []
     for index, tool in enumerate(tools):
         function = tool.get("function", tool) if isinstance(tool, dict) else None
-        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+        kind = tool.get("type", "function") if isinstance(tool, dict) else None
+        if kind != "function" or not isinstance(function, dict) or not isinstance(function.get("name"), str):
             raise RequestError(f"tools[{index}] must be {{'type': 'function', 'function': {{'name': ...}}}}", "tools")
         functions.append(function)
     return functions
+
+
+def _check_strict_tools(functions: list[dict[str, Any]], forced: tuple[str, ...]) -> None:
+    """``strict`` function calling is kept only where a call is forced (its arguments are then decoded strictly);
+    under ``auto`` the model's free text may or may not hold a call, and nothing would hold it to the schema."""
+    for index, function in enumerate(functions):
+        if function.get("strict") and function["name"] not in forced:
+            raise RequestError(
+                f"tools[{index}].function.strict=true is enforced only when tool_choice forces the call (required, "
+                "or this function by name); drop strict or force the call",
+                "tools",
+            )
 
 
 def _tool_choice(body: dict[str, Any], functions: list[dict[str, Any]]) -> tuple[str | dict[str, Any], tuple[str, ...]]:
@@ -215,6 +241,7 @@ def parse_request(body: Any) -> ChatRequest:
     _check_fields(body)
     functions = _tools(body)
     tool_choice, forced = _tool_choice(body, functions)
+    _check_strict_tools(functions, forced)
     response_format = _response_format(body)
     if response_format is not None and forced:
         raise RequestError("response_format and a forced tool_choice cannot both constrain one reply", "tool_choice")

@@ -26,6 +26,8 @@ class ChatReply:
     completion_tokens: int = 0
     error: str | None = None
     """the engine failed for this request (the reply text is then empty)."""
+    finish_reason: str = "stop"
+    """the engine's: stop (an end-of-turn token), length (the budget ran out) or error."""
 
 
 class ChatModel(Protocol):
@@ -63,4 +65,4 @@ class EngineChat:
             if ids and ids[-1] in self.sampling.stop_token_ids:
                 ids = ids[:-1]
             text = self.tokenizer.decode(ids)
-        return ChatReply(text, len(prompt_ids), len(completion.token_ids))
+        return ChatReply(text, len(prompt_ids), len(completion.token_ids), finish_reason=completion.finish_reason)

@@ -3,8 +3,9 @@
 A request that must be JSON (an OpenAI ``response_format``) or a call of given tools (a forced ``tool_choice``)
 carries its grammar in :attr:`SamplingParams.grammar <agemem.rollouts.engines.base.SamplingParams.grammar>` as
 EBNF text in xgrammar's dialect, the form ``vllm serve`` takes (``structured_outputs.grammar``). The transformers
-engine masks each step's logits with one :class:`GrammarMasks` row per prompt; the vLLM engine hands the text to
-vLLM, whose default structured-output backend is xgrammar too, so both engines constrain alike.
+engine masks each step's logits with one :class:`GrammarMasks` row per prompt. The vLLM and OpenAI engines do not
+constrain yet and refuse a grammar (:func:`refuse_grammar`) rather than ignore it: a served model is constrained by
+its own server (``vllm serve``, whose default structured-output backend is xgrammar too).
 
 Why xgrammar (over outlines or lm-format-enforcer): it is vLLM's default backend, so a schema our endpoint accepts
 is one ``vllm serve`` accepts and they produce the same language; it compiles a JSON schema or EBNF against the
@@ -16,6 +17,7 @@ run never imports it.
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -24,19 +26,28 @@ if TYPE_CHECKING:
 INSTALL_HINT = "pip install 'agemem[baselines]' (xgrammar)"
 
 
+class GrammarError(ValueError):
+    """A grammar that cannot be enforced: it does not compile, or the engine cannot constrain."""
+
+
 def xgrammar() -> Any:
     """The xgrammar module, or an error that says how to install it."""
     try:
         import xgrammar as xgr
     except ImportError as err:
-        raise ImportError(f"constrained decoding needs xgrammar: {INSTALL_HINT}") from err
+        raise GrammarError(f"constrained decoding needs xgrammar: {INSTALL_HINT}") from err
     return xgr
+
+
+MAX_COMPILED = 256
+"""compiled grammars kept per compiler (least recently used dropped): each distinct schema is one, and a library
+may send a new one per call (trustcall's patch schemas)."""
 
 
 def refuse_grammar(sampling: Any, engine: str) -> None:
     """An engine that cannot constrain its completions says so rather than ignore ``sampling.grammar``."""
     if getattr(sampling, "grammar", None) is not None:
-        raise ValueError(
+        raise GrammarError(
             f"the {engine} engine does not constrain completions to a grammar (a response_format or a forced "
             "tool_choice); play the model with the transformers engine, or serve it with `vllm serve` and give "
             "--model openai:<model>@<url>, whose server constrains it"
@@ -50,7 +61,7 @@ class GrammarCompilers:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._compilers: dict[tuple[int, int, tuple[int, ...]], Any] = {}
-        self._compiled: dict[tuple[int, int, tuple[int, ...], str], Any] = {}
+        self._compiled: OrderedDict[tuple[int, int, tuple[int, ...], str], Any] = OrderedDict()
 
     def compiled(self, grammar: str, tokenizer: Any, vocab_size: int, stop_token_ids: tuple[int, ...]) -> Any:
         xgr = xgrammar()
@@ -61,12 +72,16 @@ class GrammarCompilers:
                     tokenizer, vocab_size=vocab_size, stop_token_ids=list(stop_token_ids) or None
                 )
                 self._compilers[key] = xgr.GrammarCompiler(info, max_threads=2)
-            if (*key, grammar) not in self._compiled:
+            entry = (*key, grammar)
+            if entry not in self._compiled:
                 try:
-                    self._compiled[(*key, grammar)] = self._compilers[key].compile_grammar(grammar)
+                    self._compiled[entry] = self._compilers[key].compile_grammar(grammar)
                 except (RuntimeError, ValueError) as err:
-                    raise ValueError(f"the grammar does not compile: {err}") from err
-            return self._compiled[(*key, grammar)]
+                    raise GrammarError(f"the grammar does not compile: {err}") from err
+                while len(self._compiled) > MAX_COMPILED:
+                    self._compiled.popitem(last=False)
+            self._compiled.move_to_end(entry)
+            return self._compiled[entry]
 
 
 class GrammarMasks:

@@ -7,9 +7,9 @@ the failure the issue saw (5 of 5 of A-Mem's calls failed on a reply it could no
 Through the endpoint, ``response_format`` and a forced ``tool_choice`` are enforced by constrained decoding: among
 the tokens the grammar allows, the model's preference closes every string and array at once, so A-Mem's analysis
 parses (no failure reported) and Mem0's JSON requests get JSON objects. LangMem 0.0.30's store manager offers its
-``Memory`` tool with ``tool_choice`` left at ``auto``: nothing asks the endpoint to force a call, so this model
-stores nothing there (measured here, documented in docs/baselines.md). The libraries run their real code; the
-requests are theirs.
+``Memory`` tool with ``tool_choice`` left at ``auto`` while its store is empty (trustcall forces a call only once
+memories exist): nothing asks the endpoint to force the first call, so this model stores nothing there (measured
+here, documented in docs/baselines.md). The libraries run their real code; the requests are theirs.
 """
 
 from __future__ import annotations

@@ -39,6 +39,7 @@ class SeededEngine:
     tokenizer: Any
     reply: str = "alpha beta gamma. STOP delta"
     name: str = "seeded"
+    finish: str = "stop"
     seen: list[SamplingParams] = field(default_factory=list)
 
     def generate(
@@ -47,7 +48,7 @@ class SeededEngine:
         self.seen.append(sampling)
         text = f"{self.reply} seed={sampling.seed}"
         ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
-        return [Completion(ids, None, "stop", text=text) for _ in prompts]
+        return [Completion(ids, None, self.finish, text=text) for _ in prompts]
 
 
 @pytest.fixture(scope="module")
@@ -82,11 +83,71 @@ def test_n_seed_stop_top_p_and_temperature_are_honoured(seeded):
     assert again.usage.prompt_tokens == reply.usage.prompt_tokens > 0
 
 
-def test_max_tokens_is_capped_and_a_full_budget_reads_length(seeded):
+def test_max_tokens_is_capped_and_the_engines_finish_reason_is_reported(seeded):
     engine, _, client = seeded
     reply = client.chat.completions.create(model="seeded", messages=USER, max_tokens=1000)
-    assert engine.seen[-1].max_tokens == 64
-    assert reply.choices[0].finish_reason == "stop"  # the scripted reply is shorter than the cap
+    assert engine.seen[-1].max_tokens == 64 and reply.choices[0].finish_reason == "stop"
+    engine.finish = "length"  # the budget ran out: the engine says so, the reply says so
+    cut = client.chat.completions.create(model="seeded", messages=USER, max_tokens=5)
+    assert cut.choices[0].finish_reason == "length"
+    stopped = client.chat.completions.create(model="seeded", messages=USER, max_tokens=5, stop="STOP")
+    assert stopped.choices[0].finish_reason == "stop"  # a stop string found before the budget ran out
+
+
+def test_engine_errors_and_grammars_it_cannot_enforce_are_told_apart(tokenizer):
+    from agemem.rollouts.engines.grammar import refuse_grammar
+
+    class Refusing(SeededEngine):
+        def generate(self, prompts, sampling, *, messages=None):
+            refuse_grammar(sampling, "vllm")
+            raise ValueError("the prompt is longer than the model's context")
+
+    server = EngineServer(EngineChat(Refusing(tokenizer), tokenizer, SamplingParams()), "m", max_tokens_cap=8)
+    tools = [{"type": "function", "function": {"name": "Store", "parameters": {"type": "object"}}}]
+    try:
+        url = f"{server.base_url}/chat/completions"
+        forced = httpx.post(url, json={"messages": USER, "tools": tools, "tool_choice": "required"})
+        assert forced.status_code == 400 and forced.json()["error"]["param"] == "tool_choice"
+        assert "does not constrain" in forced.json()["error"]["message"]
+        plain = httpx.post(url, json={"messages": USER})
+        assert plain.status_code == 502 and "longer than the model's context" in plain.json()["error"]["message"]
+    finally:
+        server.close()
+
+
+def test_a_failure_inside_the_server_is_a_json_error_not_a_crash():
+    from agemem.eval.baselines.endpoint import Listener
+
+    def broken(body):
+        raise RuntimeError("a bug")
+
+    listener = Listener("m", broken)
+    try:
+        reply = httpx.post(f"{listener.base_url}/chat/completions", json={"messages": USER})
+        assert reply.status_code == 500 and "RuntimeError: a bug" in reply.json()["error"]["message"]
+        assert httpx.get(f"{listener.base_url}/nowhere").status_code == 404
+    finally:
+        listener.close()
+
+
+def test_the_proxy_passes_an_error_event_on_and_books_the_call_failed():
+    from agemem.eval.baselines.endpoint import EventStream, Listener
+
+    def failing_stream(body):
+        assert body["stream_options"] == {"include_usage": True}  # the proxy asked for the usage to book it
+        events = ['data: {"error": {"message": "the upstream ran out of memory"}}\n\n']
+        return EventStream(iter(events))
+
+    upstream = Listener("m", failing_stream)
+    proxy = ForwardingServer(upstream.base_url, "m", timeout_s=10, max_tokens_cap=16)
+    try:
+        client = openai.OpenAI(base_url=proxy.base_url, api_key="EMPTY", max_retries=0)
+        with pytest.raises(openai.APIError, match="ran out of memory"):
+            list(client.chat.completions.create(model="m", messages=USER, stream=True))
+    finally:
+        proxy.close()
+        upstream.close()
+    assert proxy.meter.failures == 1  # no [DONE]: the call failed
 
 
 def test_a_stream_carries_the_same_reply_in_chunks_and_the_usage_only_when_asked(seeded):
@@ -188,6 +249,10 @@ def test_any_unknown_field_is_refused_by_name(seeded, name, value):
         ({"response_format": {"type": "xml"}}, "response_format"),
         ({"response_format": {"type": "json_schema", "json_schema": {"name": "x"}}}, "response_format"),
         ({"messages": []}, "messages"),
+        ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]}, "messages"),
+        ({"messages": [{"role": "assistant", "content": None, "tool_calls": [{"id": "c"}]}]}, "messages"),
+        ({"tools": [{"type": "retrieval"}]}, "tools"),
+        ({"tools": [{"type": "function", "function": {"name": "f", "strict": True}}]}, "tools"),
     ],
 )
 def test_out_of_range_values_are_refused_by_name(seeded, fields, param):

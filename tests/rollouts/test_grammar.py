@@ -1,8 +1,7 @@
 """Constrained decoding in the transformers engine (``SamplingParams.grammar``, xgrammar) on the tiny random Qwen2.
 
 The random model's own replies are noise: none of them parses as JSON. Under a grammar every completion of a
-batch (prompts of different lengths, sampled) matches it and ends with the end-of-turn token, and the grammar's
-masking changes nothing for an unconstrained call of the same engine.
+batch (prompts of different lengths, sampled) matches it and ends with the end-of-turn token.
 """
 
 from __future__ import annotations
