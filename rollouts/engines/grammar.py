@@ -8,7 +8,8 @@ constrain yet and refuse a grammar (:func:`refuse_grammar`) rather than ignore i
 its own server (``vllm serve``, whose default structured-output backend is xgrammar too).
 
 Why xgrammar (over outlines or lm-format-enforcer): it is vLLM's default backend, so a schema our endpoint accepts
-is one ``vllm serve`` accepts and they produce the same language; it compiles a JSON schema or EBNF against the
+is one ``vllm serve``'s grammar engine compiles (vLLM's defaults differ: free whitespace, every schema strict); it
+compiles a JSON schema or EBNF against the
 vocabulary once, with an adaptive token-mask cache (the per-step cost is a mask fill, ~0.1 ms on a CPU), and it
 has a CPU kernel for applying the mask. It is an optional dependency (the ``baselines`` extra): an unconstrained
 run never imports it.
