@@ -9,11 +9,13 @@ normalised; on a strict suite, one outside the listed actions is refused without
 * ``open`` + ``reset`` wall time per game (median, p90), warm; the suite's first open + reset is timed apart
   (SciWorld starts its JVM there, BabyAI builds its first gymnasium env);
 * ``step`` wall time per command over the first ``--step-cap`` commands of each plan (AgentBoard's budget: 30);
-* the expert's wall time per game (median, max) and the plan's length (median, max, how many exceed the cap);
+* the expert's wall time per game (median, max; BabyAI's first game includes starting the expert's worker
+  process, about 1 s, and a game whose bot outruns ``EXPERT_BUDGET_S`` is listed as having no plan) and the
+  plan's length (median, max, how many exceed the cap);
 * whether the replayed plan wins, played to its end (no cap): won / played;
-* the peak RSS of the suite's process (``resource.getrusage``) and of its child processes (SciWorld's JVM, read
-  from ``/proc``), and, over the states an agent sees within the cap, the observation's size in characters and
-  the number of listed actions (median): what drives prompt length.
+* the peak RSS of the suite's process (``resource.getrusage``) and of its child processes (SciWorld's JVM,
+  BabyAI's expert worker, read from ``/proc``), and, over the states an agent sees within the cap, the
+  observation's size in characters and the number of listed actions (median): what drives prompt length.
 
 Each suite runs in a fresh process, so its peak RSS and its first reset are its own. SciWorld's genetics topic is
 left out by default (its expert plans take 20-65 s per game); ``--with-genetics`` plays it.

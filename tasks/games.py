@@ -338,7 +338,7 @@ class GameEpisode(Episode):
             world = self._world(lambda: self.open_game(self.game))
             state = self._world(world.reset)
             won, over, score = state.won, state.over, state.score  # a game may be decided at reset (a custom problem)
-            progress = 1.0 if won else state.progress
+            progress = 1.0 if won else 0.0  # AgentBoard's progress starts at 0: it measures what the agent did
             self.task.question = state.goal or state.observation.strip()
             env.task_query = self._query(state.observation)
             first = self._with_commands(state.observation, state)
@@ -359,7 +359,8 @@ class GameEpisode(Episode):
                     state = self._world(lambda command=command: world.step(command))  # type: ignore[union-attr]
                     won, over, said, accepted = state.won, state.over, state.observation, state.valid
                     invalid += not accepted
-                    progress = 1.0 if won else max(progress, state.progress)
+                    if won or accepted:  # a refused command changed nothing, so it moves no progress (AgentBoard)
+                        progress = 1.0 if won else max(progress, state.progress)
                     score = state.score
                 self.transcript.append({"command": command, "admissible": accepted, "observation": said})
                 env.task_query = self._query(said)

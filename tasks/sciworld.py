@@ -21,13 +21,40 @@ AgentBoard. The task types are the 10 topics (:data:`TASK_TYPES`); :func:`discov
 over them (within a topic, round-robin over its tasks), so that any ``--limit`` prefix is balanced. The simulator
 also splits off train and dev variations (the first half, the third quarter); this module plays the test ones.
 
-Metrics: ``score`` is the simulator's score (0..100 for the goal steps completed, -100 when the agent reaches a
-failure state such as focusing on the wrong object, which also ends the episode: ``over``); ``progress`` is
-``max(score, 0) / 100`` and the episode keeps its best value (PR); ``won`` is the simulator's completion with
-score 100 (SR). AgentBoard's progress rate instead counts its hand-written subgoal patterns matched in the
-observations; ScienceWorld's own score is the simulator's count of the same kind of goal steps, and the one every
-ScienceWorld paper reports. Note that a game can start above 0 (e.g. 0.08 for an optional subgoal such as "be in a
-room with an open door", which ``openDoors`` meets at once).
+Metrics (AgentBoard's SR and PR, on the simulator's own score):
+
+* ``score``: the simulator's score, 0..100 for the goal steps completed; -100 once the agent reaches a failure
+  state (focusing on a wrong object, say), and -100 from then on.
+* ``progress`` counts from 0 at reset: the share of the points still to gain at reset that the game has gained,
+  ``max(score - start, 0) / (100 - start)`` (:func:`progress_from_score`; 1.0 when won); the episode keeps its
+  best value over accepted commands (PR). 25 of the 90 games start with 2 to 20 points, goal steps the start
+  already meets (``openDoors`` meets "be in a room with an open door" at once): under ``score / 100`` the first
+  harmless command credited them, and an agent that only looked around scored PR 2.1 on the split. Those points
+  are not the agent's doing, so they count neither up nor in the denominator: a command that gains nothing, a
+  failure state included, scores 0, each point gained counts the same within a game, and every game's range is
+  still 0..1 (subtracting them but keeping ``/ 100`` would cap an unwon game below ``1 - start / 100`` and make
+  the win a jump). AgentBoard's progress starts at 0 too: its subgoals count only when a step's observation shows
+  them.
+* ``won``: the simulator completes the task with score 100 (SR).
+
+Failure states: ScienceWorld's own ``step`` reports a -100 as done, but the simulator plays on: every command still
+works, the score stays -100, and a task completed afterwards is marked completed at score -100, so ``won`` stays
+False and no progress is gained after a failure. By default the episode goes on, as AgentBoard's (its loop ignores
+the simulator's done and score), until the step budget; the agent is told only the simulator's reply to the
+command (e.g. "You focus on the air."), nothing says the task failed. Since nothing after the failure counts, SR,
+PR and score are those of the variant ``sciworld.end_on_failure=true``, where the failure ends the episode
+(``over``, ``ended_by: lost``, and the debrief says the task failed); only steps, tokens and transcripts differ.
+
+Where this differs from AgentBoard, whose ScienceWorld code reads its data archive (``data/scienceworld/
+test.jsonl``, not in its repository): its 90 games are its own (task, variation) pairs, ours the first three test
+variations per task; its progress is the share of hand-written subgoal patterns matched in the observations, ours
+the simulator's score as above; its success is all those patterns matched, whatever the simulator's state (they
+can still match after a failure state), ours the simulator's completion at 100; its goal text is a rewritten one
+from the archive, ours the simulator's task description, shown with the first look and the inventory; it reports
+SR/PR by difficulty (easy, hard), we by topic. Both give 30 steps and the same four simplifications (scienceworld
+1.2.3 refuses ``noElectricalAction`` for the electrical tasks, so they play without it). Its agent types ``check
+valid actions`` to see the action templates (a step spent); ours sees them after every observation, and
+memory-tool replies cost no step; a refused command costs a step in both.
 """
 
 from __future__ import annotations
@@ -67,6 +94,8 @@ class SciworldConfig(GameConfig):
     simplifications: str = "selfWateringFlowerPots,openContainers,openDoors,noElectricalAction"
     """ScienceWorld simplifications, comma-separated (default: AgentBoard's; the electrical tasks always keep their
     `connect` actions, so noElectricalAction skips them); empty = none."""
+    end_on_failure: bool = False
+    """ours: a -100 failure state ends the episode, as ScienceWorld's own done (default: it goes on, as AgentBoard)."""
 
     def validate(self) -> None:
         super().validate()
@@ -299,25 +328,54 @@ def running_simulators() -> int:
 # --------------------------------------------------------------------------------------------- playing a game
 
 
+def progress_from_score(score: float, start_score: float) -> float:
+    """The share of the points still to gain at reset that the game has gained: ``max(score - start, 0) /
+    (100 - start)``, in [0, 1]. 0 at reset and after anything that gains no point (a failure state, -100, too);
+    1.0 only at 100, the win. Points held at reset (``openDoors`` meets "be in a room with an open door" at once)
+    are not the agent's doing, so they count neither up nor in the denominator: every game's range is 0..1."""
+    if start_score >= 100:  # nothing left to gain (no game of the split starts there)
+        return 1.0 if score >= 100 else 0.0
+    return min(max(score - start_score, 0.0), 100 - start_score) / (100 - start_score)
+
+
 def state_from_score(
-    observation: str, admissible: list[str], score: int, done: bool, *, valid: bool = True, goal: str = ""
+    observation: str,
+    admissible: list[str],
+    score: int,
+    completed: bool,
+    *,
+    start_score: float = 0,
+    end_on_failure: bool = False,
+    valid: bool = True,
+    goal: str = "",
 ) -> GameState:
-    """The game state of a simulator answer: won when the simulator completes the task with score 100, over when it
-    ends it otherwise (a failure state, score -100), progress ``max(score, 0) / 100``."""
-    won = done and score >= 100
-    progress = 1.0 if won else min(max(score, 0), 100) / 100
-    over = done and not won
+    """The game state of a simulator answer. ``won``: the simulator completed the task with score 100 (a task it
+    completes after a failure state keeps -100: never won). ``over``: a failure state (score -100) when
+    ``end_on_failure``, else never for it (the game goes on, as AgentBoard's); a completion below 100 without a
+    failure (not seen) ends it too. ``progress``: :func:`progress_from_score` from ``start_score``,
+    the score at reset (1.0 when won)."""
+    won = completed and score >= 100
+    failure = score < 0
+    progress = 1.0 if won else progress_from_score(score, start_score)
+    over = (failure and end_on_failure) or (completed and not won and not failure)
     return GameState(observation, admissible, won, progress, over, float(score), valid, goal)
 
 
+def failed(state: GameState) -> bool:
+    """The game is in a ScienceWorld failure state (score -100, e.g. after focusing on a wrong object): it can no
+    longer be won nor gain progress, whether or not the episode goes on (``end_on_failure``)."""
+    return state.score is not None and state.score < 0
+
+
 def _lean_step(simulator: Any, command: str) -> tuple[str, int, bool]:
-    """``(observation, score 0..100 or -100, done)`` after one command, as ``ScienceWorldEnv.step`` computes them
-    (done: completed, or a failure state). Called on the simulator's interface directly because ``step`` also lists
-    every valid action-object combination (hundreds), the look and the inventory: ~10x the cost of the step."""
+    """``(observation, score 0..100 or -100, completed)`` after one command, as ``ScienceWorldEnv.step`` computes
+    them, except that ``completed`` is the simulator's own flag (``step``'s done also holds at a failure state and
+    after its step limit). Called on the simulator's interface directly because ``step`` also lists every valid
+    action-object combination (hundreds), the look and the inventory: ~10x the cost of the step."""
     server = simulator.server
     observation = server.step(command).strip()
     score = round(100 * server.getScore())
-    return observation, score, bool(server.getCompleted()) or score < 0
+    return observation, score, bool(server.getCompleted())
 
 
 class SciworldGame:
@@ -329,6 +387,9 @@ class SciworldGame:
         self.game = game
         self.task, self.variation = parse_source(game.source)
         self.simplifications = simplifications_for(self.task, settings.simplifications)
+        self.end_on_failure = settings.end_on_failure
+        self.start_score = 0
+        """the simulator's score at reset, the baseline of ``progress`` (:func:`progress_from_score`)."""
         self._want_gold_path = gold_path
         self._simulator: Any = None
         self._templates: list[str] = []
@@ -349,12 +410,16 @@ class SciworldGame:
         goal = simulator.get_task_description().strip()
         self._templates = [name for name in simulator.get_possible_actions() if name not in _HIDDEN_TEMPLATES]
         observation = "\n\n".join(part for part in (goal, look.strip(), info["inv"].strip()) if part)
-        self._last = state_from_score(observation, self._templates, info["score"], False, goal=goal)
+        self.start_score = info["score"]
+        self._last = state_from_score(
+            observation, self._templates, self.start_score, False, start_score=self.start_score, goal=goal
+        )
         return self._last
 
     def step(self, command: str) -> GameState:
         """Send one command. One the simulator does not understand changes nothing (``valid=False``, its message);
-        an ambiguous one is answered with numbered choices, and the next command picks one (``0``, ``1``, ...)."""
+        an ambiguous one is answered with numbered choices, and the next command picks one (``0``, ``1``, ...). After
+        a failure state the simulator still plays every command (score -100 to the end, :func:`failed`)."""
         if self._last is None or self._simulator is None:
             raise RuntimeError("SciworldGame.step before reset()")
         command = " ".join(command.split())
@@ -362,12 +427,20 @@ class SciworldGame:
             said = f'"{command}" is not available here; {_UNKNOWN_ACTION}' if command else _UNKNOWN_ACTION
             return dataclasses.replace(self._last, observation=said, valid=False)
         try:
-            observation, score, done = _lean_step(self._simulator, command)
+            observation, score, completed = _lean_step(self._simulator, command)
         except Exception:
             self._failed = True
             raise
         valid = observation != _UNKNOWN_ACTION
-        self._last = state_from_score(observation, self._templates, score, done, valid=valid)
+        self._last = state_from_score(
+            observation,
+            self._templates,
+            score,
+            completed,
+            start_score=self.start_score,
+            end_on_failure=self.end_on_failure,
+            valid=valid,
+        )
         return self._last
 
     @property
@@ -421,7 +494,7 @@ def expert_plan(game: GameRef, settings: GameConfig, *, tries: int = 3) -> list[
                     # plant's effect a tick later (an episode ends at the win, so surplus waits are never sent)
                     waits = itertools.takewhile(lambda later: later in ("wait1", "wait"), plan[played:])
                     return [*plan[:played], *waits]
-                if state.over:
+                if state.over or failed(state):
                     break
     raise RuntimeError(f"ScienceWorld's gold path for {game.source} did not win in {tries} tries")
 
@@ -441,6 +514,7 @@ def describe(settings: GameConfig) -> dict[str, Any]:
         "split": "test",
         "variations_per_task": chosen.variations_per_task,
         "simplifications": chosen.simplifications,
+        "end_on_failure": chosen.end_on_failure,  # the variant plays fewer steps after a failure state
         "scienceworld": installed_version("scienceworld"),  # another simulator may score or lay out games otherwise
     }
 

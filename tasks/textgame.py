@@ -31,6 +31,12 @@ if TYPE_CHECKING:
     from agemem.tasks.stream import StreamSpec
 
 
+class NoPlanError(RuntimeError):
+    """A suite's expert has no plan for a game: the goal cannot be reached, or no plan was found within the expert's
+    budget (:attr:`GameSuite.expert` raises it; callers skip and list the game). A ``RuntimeError``, as the experts
+    raised before it had a type."""
+
+
 @dataclass
 class GameConfig:
     """What every text game shares (ALFWorld, SciWorld, PDDL, BabyAI: :mod:`agemem.tasks.games`): the episode's
@@ -76,9 +82,10 @@ class GameState:
     won: bool
     """the goal is reached (the episode ends)."""
     progress: float = 0.0
-    """how far the goal is reached now, in [0, 1] (1 when won): the share of goal conditions met (PDDL), the
-    environment's score / 100 (SciWorld), else 0 until won. The episode keeps the best value (AgentBoard's
-    progress rate)."""
+    """how far the goal is reached now, in [0, 1] (1 when won): the share of goal conditions met (PDDL), the share
+    of the score still to gain at reset that was gained (SciWorld), the share of the mission's milestones (BabyAI),
+    else 0 until won. The episode's progress rate (AgentBoard's) starts at 0 at reset, whatever this says then, and
+    keeps the best value after an accepted command: a game that is never acted on scores 0."""
     over: bool = False
     """the episode ended without the goal (e.g. SciWorld's failure states); ``won`` ends it too."""
     score: float | None = None

@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from agemem.core.configlib import ConfigError
-from agemem.tasks.pddl.simulator import Atom, PddlGame, PlanningTask, successor
+from agemem.tasks.pddl.simulator import Atom, PddlGame, PlanningTask, goal_share, successor
+from agemem.tasks.textgame import NoPlanError
 
 INSTALL_HINT = "the PDDL expert planner needs the optional extra: pip install 'agemem[pddl]' (pyperplan)"
 
@@ -20,6 +21,11 @@ class PddlMissingError(ConfigError):
 SEARCH_BUDGET = 1500
 """heuristic evaluations a search may spend before the expert plans the goal one condition at a time (pyperplan's
 search over two Barman cocktails at once takes minutes; one at a time, a fraction of a second)."""
+
+
+PROOF_BUDGET = 200_000
+"""states a breadth-first search of the simulator may visit to prove a goal unreachable once pyperplan's search
+gave up (AgentBoard's Blocksworld problems have at most a few thousand)."""
 
 
 class _BudgetSpentError(Exception):
@@ -66,7 +72,7 @@ def budgeted_search(parts: dict[str, Any], task: Any) -> list[Atom] | None:
     except _BudgetSpentError:
         return None
     if solution is None:
-        raise RuntimeError(f"pyperplan proved {task.name} unsolvable")
+        raise NoPlanError(f"pyperplan proved {task.name} unsolvable: no reachable state satisfies its goal")
     return [tuple(op.name.strip("()").split()) for op in solution]
 
 
@@ -99,11 +105,45 @@ def serial_plan(parts: dict[str, Any], task: Any, planning: PlanningTask, goal: 
         wanted = frozenset(fact_name(atom) for atom in goal[:count])
         stage = budgeted_search(parts, parts["Task"](task.name, task.facts, start, wanted, task.operators))
         if stage is None:
-            raise RuntimeError(f"pyperplan found no plan for {task.name} within {SEARCH_BUDGET} states")
+            raise NoPlanError(f"pyperplan found no plan for {task.name} within {SEARCH_BUDGET} states")
         for step in stage:
             state = successor(state, planning.by_name[step])
         steps += stage
     return steps
+
+
+def best_reachable(task: PlanningTask, budget: int = PROOF_BUDGET) -> tuple[float, int] | None:
+    """``(the best share of the goal any reachable state satisfies, states visited)`` by breadth-first search of
+    the simulator's states; None when more than ``budget`` states are reachable (nothing is proved)."""
+    start = task.problem.init
+    goal = task.problem.goal
+    seen, frontier, best = {start}, [start], goal_share(start, goal)
+    while frontier:
+        following = []
+        for state in frontier:
+            for action in task.applicable(state):
+                after = successor(state, action)
+                if after not in seen:
+                    seen.add(after)
+                    following.append(after)
+                    best = max(best, goal_share(after, goal))
+            if len(seen) > budget:
+                return None
+        frontier = following
+    return best, len(seen)
+
+
+def unreachable_goal(problem_file: Path, task: PlanningTask, error: NoPlanError) -> NoPlanError:
+    """``error``, restated with the proof when a search of every reachable state shows that the goal is
+    unreachable (then no planner could do better); as it was when there are too many states to search."""
+    found = best_reachable(task)
+    if found is None or found[0] == 1.0:
+        return error
+    best, states = found
+    return NoPlanError(
+        f"{problem_file} cannot be won: none of its {states} reachable states satisfies the goal (the best satisfies "
+        f"{best:.0%} of its conditions), so it has no expert plan"
+    )
 
 
 def plan_files(domain_file: Path, problem_file: Path) -> list[str]:
@@ -117,10 +157,13 @@ def plan_files(domain_file: Path, problem_file: Path) -> list[str]:
     goal = game.task.problem.goal
     if not task.initial_state <= {fact_name(atom) for atom in game.task.problem.init}:
         raise RuntimeError(f"pyperplan names the facts of {problem_file} otherwise than {fact_name(goal[0])}")
-    steps = budgeted_search(parts, task)
-    if steps is None:  # the goal's conditions one at a time, in each rotation of their order: the shortest plan
-        plans = [serial_plan(parts, task, game.task, goal[turn:] + goal[:turn]) for turn in range(len(goal))]
-        steps = min((without_detours(game.task, plan) for plan in plans), key=len)
+    try:
+        steps = budgeted_search(parts, task)
+        if steps is None:  # the goal's conditions one at a time, in each rotation of their order: the shortest plan
+            plans = [serial_plan(parts, task, game.task, goal[turn:] + goal[:turn]) for turn in range(len(goal))]
+            steps = min((without_detours(game.task, plan) for plan in plans), key=len)
+    except NoPlanError as error:
+        raise unreachable_goal(problem_file, game.task, error) from None
     steps = without_detours(game.task, steps)
     commands = [game.task.command(game.task.by_name[step]) for step in steps]
     played = game.reset()

@@ -61,7 +61,8 @@ class Problem:
 
 def parse_sexpr(text: str, source: str) -> list[Any]:
     """The one top-level list of a PDDL file as nested Python lists of lower-case symbols (comments dropped)."""
-    tokens = re.findall(r"[()]|[^\s()]+", re.sub(r";[^\n]*", "", text).lower())
+    # a variable starts a token even without a space before it: AgentBoard's barman writes ``?l - level?l1 - level``
+    tokens = re.findall(r"[()]|\??[^\s()?]+", re.sub(r";[^\n]*", "", text).lower())
     stack: list[list[Any]] = [[]]
     for token in tokens:
         if token == "(":
@@ -217,6 +218,8 @@ ACTION_TEXT: dict[str, dict[str, str]] = {
     "blocksworld": {
         "pick-up": "pick up {0}",
         "put-down": "put down {0}",
+        "pickup": "pick up {0}",  # AgentBoard's blocksworld-4ops names them so
+        "putdown": "put down {0}",
         "stack": "stack {0} on {1}",
         "unstack": "unstack {0} from {1}",
     },
@@ -266,6 +269,9 @@ FACT_TEXT: dict[str, dict[str, str]] = {
         "holding": "the arm is holding {0}",
     },
     "gripper": {
+        "room": "{0} is a room",  # AgentBoard's gripper-strips types its objects with these static facts
+        "ball": "{0} is a ball",
+        "gripper": "{0} is a gripper",
         "at-robby": "robby is in {0}",
         "at": "{0} is in {1}",
         "free": "gripper {0} is free",
@@ -341,15 +347,25 @@ RULES: dict[str, str] = {
 """each domain's rules, shown in the first observation (what the actions need and do)."""
 
 
+PHRASED_AS: dict[str, str] = {"blocksworld-4ops": "blocksworld", "gripper-strips": "gripper"}
+"""AgentBoard's domain names whose actions take the same arguments in the same order as ours: they read as ours
+(its ``barman`` and ``tyreworld`` already share our names)."""
+
+
+def phrasebook(domain: str) -> str:
+    """The domain whose phrases :data:`ACTION_TEXT`, :data:`FACT_TEXT` and :data:`RULES` use for ``domain``."""
+    return PHRASED_AS.get(domain, domain)
+
+
 def action_text(domain: str, name: str, args: Sequence[str]) -> str:
     """A ground action as a command: the domain's phrase, else ``<action> <arg1> <arg2> ...``."""
-    template = ACTION_TEXT.get(domain, {}).get(name)
+    template = ACTION_TEXT.get(phrasebook(domain), {}).get(name)
     return template.format(*args) if template else " ".join((name, *args))
 
 
 def fact_text(domain: str, atom: Atom) -> str:
     """A ground atom as a sentence without its full stop (the domain's phrase, else ``<predicate> <args>``)."""
-    template = FACT_TEXT.get(domain, {}).get(atom[0])
+    template = FACT_TEXT.get(phrasebook(domain), {}).get(atom[0])
     return template.format(*atom[1:]) if template else " ".join(atom)
 
 
@@ -437,7 +453,7 @@ class PddlGame:
         self._state = self.task.problem.init
         domain = self.task.domain.name
         fixed = [atom for atom in self._state if atom[0] in self.task.statics]
-        parts = [RULES.get(domain, f"Planning domain {domain}."), f"Goal: {self.goal()}."]
+        parts = [RULES.get(phrasebook(domain), f"Planning domain {domain}."), f"Goal: {self.goal()}."]
         if fixed:
             parts.append(f"Facts that never change: {sentences(domain, fixed)}")
         parts.append(f"Current state: {self._state_text()}")

@@ -134,7 +134,7 @@ def test_config_validation_names_the_problem_and_the_fix():
 
 
 def test_a_missing_problems_folder_is_a_config_error(tmp_path):
-    message = r"no PDDL domain at .* \(<domain>/domain.pddl for one of gripper, .*\); set pddl.problems_dir"
+    message = r"no PDDL domain at .*: expected our layout \(gripper/domain.pddl, .*\) or AgentBoard's .* Set pddl"
     with pytest.raises(ConfigError, match=message):
         pddl.discover(dataclasses.replace(SETTINGS, problems_dir=str(tmp_path)))
 
