@@ -155,11 +155,15 @@ def test_the_non_neutral_cases_are_measured(plays):
 @pytest.mark.parametrize("seed", [7, 11])
 def test_no_neutral_habit_raises_the_reward_on_more_tasks(qwen_tokenizer, seed):
     more = Plays(generate_synthetic_tasks(4, seed=seed), qwen_tokenizer)
+
+    def allowed(agent: str, habit: Habit) -> float:  # as the default-suite test: a verbatim summary may save framing
+        return restated_framing_gain(more, agent, habit) if "summary_verbatim" in habit.moves else TOLERANCE
+
     raised = [
         (agent, habit.label, gain)
         for agent in AGENTS
         for habit in HABITS
         for gain in gains(more, agent, habit, 1)
-        if gain > TOLERANCE
+        if gain > allowed(agent, habit)
     ]
     assert raised == []
