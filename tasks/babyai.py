@@ -1,4 +1,4 @@
-"""BabyAI levels played as text games: the split, a text rendering of the agent's view, and the bot's solutions.
+"""BabyAI levels played as text games: the config, the split, the game and its progress, the expert hook, the suite.
 
 BabyAI (Chevalier-Boisvert et al., 2019) is a grid world of rooms joined by doors, holding keys, balls and boxes;
 each level generates a layout and a mission ("pick up the purple box", "open the red door, then open the blue
@@ -23,29 +23,10 @@ rate) are a data file this project does not ship; :func:`subgoals` derives them 
 of the view is ours. AgentBoard's commands and its wording of the mission are the defaults; ours are variants
 (``babyai.actions``, ``babyai.mission_wording``).
 
-**The text.** minigrid observes a 7x7 grid in front of the agent (walls hide what is behind them); the text is
-ours, in the style of AgentBoard and BabyAI-Text: what the agent carries, what is right in front of it, and every
-visible object with its distance in steps forward and to the left or right (:func:`describe_view`), by the name
-the commands use. The mission (``babyai.mission_wording``): by default as AgentBoard words it, every "then" and
-"after you" replaced by "and" (:func:`agentboard_mission`; the order of the steps is then unsaid, though minigrid
-still checks it); ``minigrid``: minigrid's sentence.
-
-**Actions** (:func:`admissible`), all listed every step, by ``babyai.actions``:
-
-* ``agentboard`` (default): AgentBoard's commands, by its words (:func:`agentboard_actions`): ``turn left``,
-  ``turn right``, ``move forward`` (when the cell ahead is free); ``go to X n`` (walk to a visible object and face
-  it); ``pickup X n`` (walk to a key, ball or box and pick it up; while carrying nothing); ``drop`` (while
-  carrying, the cell ahead free); ``go through X n`` (walk into an open door); ``toggle and go through X n`` (walk
-  to a closed door, or a locked one while carrying a key of its colour, open it and step into the doorway);
-  ``toggle`` (that door, right in front); ``check valid actions`` (lists them, changes nothing). Objects are
-  named as AgentBoard names them: always numbered by distance, a door with its state (``red ball 1``, ``blue
-  locked door 1``). Walks go through the cells the agent sees.
-* ``primitives_go_to`` (ours): the primitives ``turn left``, ``turn right``, ``move forward``, and for the object
-  right in front ``pick up X``, ``drop X``, ``open X`` (a door, a locked door while carrying its key, a box) and
-  ``close X``; and ``go to X`` as above. Names are numbered only where the view holds two alike (``grey ball 1``,
-  ``grey ball 2``).
-* ``primitives``: ``primitives_go_to`` without ``go to`` (with 30 commands per episode, primitives alone cannot
-  finish the maze and unlock levels).
+**The text and the commands** (``babyai.actions``): :mod:`agemem.tasks.babyai_view` (what the agent sees, in
+text, and the commands of each action set). The mission (``babyai.mission_wording``): by default as AgentBoard
+words it, every "then" and "after you" replaced by "and" (:func:`agentboard_mission`; the order of the steps is
+then unsaid, though minigrid still checks it); ``minigrid``: minigrid's sentence.
 
 **Metrics.** ``won`` is minigrid's own success (``over``: a strict level failed, e.g. the wrong door opened);
 ``progress`` (AgentBoard's progress rate, the episode keeps its best) is the share of the mission's milestones
@@ -53,12 +34,8 @@ reached (:func:`subgoals`: seeing each target, carrying what must be carried, ea
 unlocking of each locked door the mission needs; none already met at reset, so a game never acted on scores 0),
 1.0 when won; there is no score.
 
-**Expert** (:func:`expert_plan`): minigrid's ``BabyAIBot`` played from the start state with the primitive actions,
-then said in the configured commands, as few as cover its grid steps (:func:`shorten`: a command stands for a
-stretch of steps when its walk ends where the bot's walk does and its other actions are the bot's next ones, so
-``go to X n``, ``pickup X n`` and ``toggle and go through X n`` replace runs of steps). It wins all 112 games under
-each action set: ``agentboard`` 1-74 commands (median 4), 6 games over 30; ``primitives_go_to`` 1-85, 11 over
-30; ``primitives`` 1-188, 33 over 30. The bot runs in a worker process, kept across games, that is killed past
+**Expert** (:func:`expert_plan`): the BabyAI bot's solution said in the configured commands
+(:mod:`agemem.tasks.babyai_expert`). The bot runs in a worker process, kept across games, that is killed past
 :data:`EXPERT_BUDGET_S` seconds for a game (the bot loops without end on some seeds; the worker's memory is bounded
 too), and the expert then raises :class:`NoPlanError`. Splits do not run the bot (listing one stays instant): a
 game without a plan is found by whoever asks for one, who skips and lists it (``bench/games.py`` does).
@@ -70,8 +47,6 @@ import atexit
 import contextlib
 import io
 import os
-import resource
-import signal
 import socket
 import subprocess
 import sys
@@ -83,6 +58,21 @@ from multiprocessing.connection import Connection
 from typing import Any, Literal
 
 from agemem.core.configlib import ConfigError
+from agemem.tasks.babyai_view import (
+    CHECK_COMMAND,
+    DIRECTIONS,
+    Pose,
+    View,
+    add,
+    admissible,
+    current_view,
+    describe_view,
+    is_key,
+    normalise,
+    object_label,
+    pose_of,
+    view_of,
+)
 from agemem.tasks.base import Evaluation
 from agemem.tasks.games import register_suite
 from agemem.tasks.textgame import (
@@ -176,14 +166,6 @@ ENV_MAX_STEPS = 100_000
 """minigrid's own step limit (grid steps, a ``go to`` counts each): far beyond any episode's budget, so that
 ``max_env_steps`` is what ends an episode."""
 INSTALL_HINT = "BabyAI needs the optional extra: pip install 'agemem[babyai]' (the minigrid package)"
-_DIRECTIONS: tuple[tuple[int, int], ...] = ((1, 0), (0, 1), (-1, 0), (0, -1))
-"""minigrid's ``agent_dir`` 0..3 as a grid vector (east, south, west, north; y grows downwards)."""
-_PRIMITIVE = {"left": 0, "right": 1, "forward": 2, "pickup": 3, "drop": 4, "toggle": 5, "done": 6}
-"""minigrid's action numbers (``MiniGridEnv.Actions``)."""
-_TURNS = {0: "turn left", 1: "turn right", 2: "move forward"}
-_PICKABLE = ("key", "ball", "box")
-
-Pose = tuple[tuple[int, int], int]
 
 
 class BabyaiMissingError(ConfigError):
@@ -250,304 +232,6 @@ def _setting(settings: GameConfig, name: str, default: Any) -> Any:
     return getattr(settings, name, default)
 
 
-# --------------------------------------------------------------------------------------------- the agent's view
-
-
-@dataclass(frozen=True)
-class Seen:
-    """An object in the agent's view."""
-
-    name: str
-    """how commands call it: ``red ball``, numbered by distance when the view holds two (``grey key 2``)."""
-    obj: Any
-    """the minigrid ``WorldObj``."""
-    position: tuple[int, int]
-    """its grid cell."""
-    forward: int
-    """steps ahead of the agent (0: beside it)."""
-    right: int
-    """steps to the agent's right (negative: left)."""
-
-
-@dataclass(frozen=True)
-class View:
-    """What the agent sees now: the cells in view and the objects among them, nearest first."""
-
-    visible: frozenset[tuple[int, int]]
-    objects: tuple[Seen, ...]
-
-
-def _add(a: tuple[int, int], b: tuple[int, int], times: int = 1) -> tuple[int, int]:
-    return (a[0] + times * b[0], a[1] + times * b[1])
-
-
-def right_of(direction: int) -> tuple[int, int]:
-    """The grid vector to the agent's right when it faces ``direction``."""
-    return _DIRECTIONS[(direction + 1) % 4]
-
-
-def object_label(obj: Any) -> str:
-    """``red ball``: colour and type (a door's state is said in the description, not in its name)."""
-    return f"{obj.color} {obj.type}"
-
-
-def agentboard_label(obj: Any) -> str:
-    """AgentBoard's name stem: colour and type, and a door's state between them (``red closed door``), so that a
-    door is renamed when it opens."""
-    if obj.type == "door":
-        state = "locked" if obj.is_locked else "open" if obj.is_open else "closed"
-        return f"{obj.color} {state} door"
-    return object_label(obj)
-
-
-def current_view(env: Any, agentboard_names: bool = False) -> View:
-    """The cells of minigrid's partial view (walls hide what is behind them) and the objects in it, walls left out,
-    named and sorted nearest first. Names: ours (``red ball``, numbered by distance where the view holds two
-    alike), or, with ``agentboard_names``, AgentBoard's (:func:`agentboard_label`, always numbered: ``red ball
-    1``, ``blue locked door 1``)."""
-    _, mask = env.gen_obs_grid()
-    size = env.agent_view_size
-    position, direction = _pose(env)
-    ahead, right = _DIRECTIONS[direction], right_of(direction)
-    visible: set[tuple[int, int]] = set()
-    found: list[tuple[int, int, tuple[int, int], Any]] = []
-    for column in range(size):
-        for row in range(size):
-            if not mask[column, row]:
-                continue
-            forward, lateral = size - 1 - row, column - size // 2  # the agent stands at the bottom middle of the view
-            cell = _add(_add(position, ahead, forward), right, lateral)
-            if not (0 <= cell[0] < env.grid.width and 0 <= cell[1] < env.grid.height):
-                continue
-            visible.add(cell)
-            obj = env.grid.get(*cell)
-            if obj is not None and obj.type != "wall" and cell != position:
-                found.append((forward, lateral, cell, obj))
-    found.sort(key=lambda item: (abs(item[0]) + abs(item[1]), item[0], item[1]))
-    return View(frozenset(visible), tuple(_named(found, agentboard_names)))
-
-
-def _named(found: list[tuple[int, int, tuple[int, int], Any]], agentboard_names: bool) -> list[Seen]:
-    labels = [(agentboard_label if agentboard_names else object_label)(obj) for *_, obj in found]
-    counts: dict[str, int] = {}
-    named = []
-    for (forward, lateral, cell, obj), label in zip(found, labels):
-        counts[label] = counts.get(label, 0) + 1
-        numbered = agentboard_names or labels.count(label) > 1
-        name = f"{label} {counts[label]}" if numbered else label
-        named.append(Seen(name, obj, cell, forward, lateral))
-    return named
-
-
-def _pose(env: Any) -> Pose:
-    return (int(env.agent_pos[0]), int(env.agent_pos[1])), int(env.agent_dir)
-
-
-def _steps(count: int) -> str:
-    return f"{count} step" if count == 1 else f"{count} steps"
-
-
-def where(seen: Seen) -> str:
-    """``2 steps forward and 1 step to your left``, ``right in front of you``, ``1 step to your right``."""
-    if seen.forward == 1 and seen.right == 0:
-        return "right in front of you"
-    parts = [f"{_steps(seen.forward)} forward"] if seen.forward else []
-    if seen.right:
-        parts.append(f"{_steps(abs(seen.right))} to your {'right' if seen.right > 0 else 'left'}")
-    return " and ".join(parts)
-
-
-def _article(obj: Any) -> str:
-    if obj.type == "wall":
-        return "a wall"
-    if obj.type == "door":
-        state = "locked" if obj.is_locked else "open" if obj.is_open else "closed"
-        return f"{'an' if state == 'open' else 'a'} {state} {object_label(obj)}"
-    return f"a {object_label(obj)}"
-
-
-def _phrase(seen: Seen, agentboard_names: bool) -> str:
-    """``a closed red door``, ``a grey ball (grey ball 2)`` where the view holds two alike; AgentBoard's names are
-    the phrase themselves (``a red closed door 1``)."""
-    if agentboard_names:
-        return f"a {seen.name}"  # every colour starts with a consonant
-    numbered = f" ({seen.name})" if seen.name != object_label(seen.obj) else ""
-    return f"{_article(seen.obj)}{numbered}"
-
-
-def free_cells_ahead(env: Any, view: View) -> int:
-    """How many cells the agent could walk straight ahead through what it sees."""
-    position, direction = _pose(env)
-    count = 0
-    cell = _add(position, _DIRECTIONS[direction])
-    while cell in view.visible and _passable(env.grid.get(*cell)):
-        count += 1
-        cell = _add(cell, _DIRECTIONS[direction])
-    return count
-
-
-def describe_view(env: Any, view: View, agentboard_names: bool = False) -> str:
-    """The agent's view as text: what it carries, what is ahead, and every visible object with where it is, by
-    the name commands use (with ``agentboard_names``, that name alone: ``a blue locked door 1``)."""
-    carrying = env.carrying
-    lines = [f"You are carrying {_article(carrying)}." if carrying else "You are carrying nothing."]
-    position, direction = _pose(env)
-    front = env.grid.get(*_add(position, _DIRECTIONS[direction]))
-    free = free_cells_ahead(env, view)
-    if front is not None and front.type != "door" and not front.can_overlap():
-        lines.append(f"Right in front of you is {_article(front)}.")
-    elif free == 0:
-        lines.append("You cannot move forward.")
-    else:
-        lines.append(f"You can move {_steps(free)} forward.")
-    if view.objects:
-        seen = "; ".join(f"{_phrase(item, agentboard_names)} {where(item)}" for item in view.objects)
-        lines.append(f"You see {seen}.")
-    else:
-        lines.append("You see no objects, only walls and floor.")
-    return "\n".join(lines)
-
-
-# --------------------------------------------------------------------------------------------- actions
-
-
-def _passable(cell: Any) -> bool:
-    return cell is None or (cell.can_overlap() and cell.type != "lava")
-
-
-def path_to_face(env: Any, view: View, target: tuple[int, int]) -> list[int] | None:
-    """The fewest turns and moves (minigrid action numbers) after which the agent faces ``target``, walking only
-    through cells it sees; None when there is no such path. ``[]``: it faces it already."""
-    start = _pose(env)
-    came_from: dict[Pose, tuple[Pose, int] | None] = {start: None}
-    queue = deque([start])
-    while queue:
-        pose = queue.popleft()
-        cell, direction = pose
-        if _add(cell, _DIRECTIONS[direction]) == target:
-            return _unwind(came_from, pose)
-        ahead = _add(cell, _DIRECTIONS[direction])
-        nexts = [((cell, (direction + 3) % 4), 0), ((cell, (direction + 1) % 4), 1)]
-        if ahead in view.visible and _passable(env.grid.get(*ahead)):
-            nexts.insert(0, ((ahead, direction), 2))
-        for following, action in nexts:
-            if following not in came_from:
-                came_from[following] = (pose, action)
-                queue.append(following)
-    return None
-
-
-def _unwind(came_from: dict[Pose, tuple[Pose, int] | None], pose: Pose) -> list[int]:
-    actions: list[int] = []
-    step = came_from[pose]
-    while step is not None:
-        pose, action = step
-        actions.append(action)
-        step = came_from[pose]
-    return actions[::-1]
-
-
-def front_actions(env: Any, view: View) -> dict[str, int]:
-    """The commands on the cell right in front (pick up, drop, open, close) and their minigrid action."""
-    position, direction = _pose(env)
-    front_cell = _add(position, _DIRECTIONS[direction])
-    front = env.grid.get(*front_cell)
-    carrying = env.carrying
-    name = next((item.name for item in view.objects if item.position == front_cell), "")
-    actions: dict[str, int] = {}
-    if front is None and carrying is not None:
-        actions[f"drop {object_label(carrying)}"] = _PRIMITIVE["drop"]
-    if front is None or not name:
-        return actions
-    if front.type in _PICKABLE and carrying is None:
-        actions[f"pick up {name}"] = _PRIMITIVE["pickup"]
-    if front.type == "box":
-        actions[f"open {name}"] = _PRIMITIVE["toggle"]  # the box disappears, leaving what it held
-    if front.type == "door":
-        if front.is_open:
-            actions[f"close {name}"] = _PRIMITIVE["toggle"]
-        elif not front.is_locked or _is_key(carrying, front.color):
-            actions[f"open {name}"] = _PRIMITIVE["toggle"]
-    return actions
-
-
-def admissible(env: Any, view: View, actions: str = "agentboard") -> dict[str, list[int]]:
-    """Every command the game accepts now, with the minigrid actions it runs, for the action set ``actions`` (see
-    :data:`ACTION_SETS`; ``view`` names the objects as that set does: :func:`view_of`). Ours
-    (``primitives_go_to``, ``primitives``): the moves (``move forward`` only when the cell ahead is free), the
-    actions on the object in front (:func:`front_actions`), and, with ``go to``, ``go to X`` for each visible
-    object with a path (:func:`path_to_face`; facing it already runs minigrid's no-op ``done``, which lets a ``go
-    to`` mission check itself). AgentBoard's: :func:`agentboard_actions`."""
-    if actions == "agentboard":
-        return agentboard_actions(env, view)
-    commands = _moves(env, view)
-    commands.update({command: [action] for command, action in front_actions(env, view).items()})
-    if actions == "primitives_go_to":
-        commands.update(_go_tos(env, view))
-    return commands
-
-
-def _moves(env: Any, view: View) -> dict[str, list[int]]:
-    commands: dict[str, list[int]] = {"turn left": [_PRIMITIVE["left"]], "turn right": [_PRIMITIVE["right"]]}
-    if free_cells_ahead(env, view) > 0:
-        commands["move forward"] = [_PRIMITIVE["forward"]]
-    return commands
-
-
-def _go_tos(env: Any, view: View) -> dict[str, list[int]]:
-    commands: dict[str, list[int]] = {}
-    for item in view.objects:
-        path = path_to_face(env, view, item.position)
-        if path is not None:
-            commands[f"go to {item.name}"] = path or [_PRIMITIVE["done"]]
-    return commands
-
-
-CHECK_COMMAND = "check valid actions"
-"""AgentBoard's help command, as its agents are told to write it: lists the valid actions, changes nothing."""
-
-
-def agentboard_actions(env: Any, view: View) -> dict[str, list[int]]:
-    """AgentBoard's commands (its ``babyai_env.py`` action space), by its words and names (``view`` from
-    :func:`current_view` with ``agentboard_names``): ``turn left``, ``turn right``, ``move forward`` (when the cell
-    ahead is free); while carrying nothing, ``pickup X n`` for each visible key, ball or box with a path (walk to
-    face it, pick it up); while carrying, ``drop`` (when the cell ahead is free); ``go through X n`` for an open
-    door (walk into the doorway), ``toggle and go through X n`` for a closed door, or a locked one while carrying
-    a key of its colour (walk to face it, open it, step into the doorway), and ``toggle`` while facing such a
-    door; ``go to X n`` for every visible object with a path (as ours); and :data:`CHECK_COMMAND`. Paths go
-    through the cells the agent sees (:func:`path_to_face`)."""
-    commands = _moves(env, view)
-    paths = {item.name: path_to_face(env, view, item.position) for item in view.objects}
-    carrying = env.carrying
-    if carrying is None:
-        for item in view.objects:
-            path = paths[item.name]
-            if item.obj.type in _PICKABLE and path is not None:
-                commands[f"pickup {item.name}"] = [*path, _PRIMITIVE["pickup"]]
-    else:
-        position, direction = _pose(env)
-        if env.grid.get(*_add(position, _DIRECTIONS[direction])) is None:
-            commands["drop"] = [_PRIMITIVE["drop"]]
-    for item in view.objects:
-        door, path = item.obj, paths[item.name]
-        if door.type != "door" or path is None:
-            continue
-        if door.is_open:
-            commands[f"go through {item.name}"] = [*path, _PRIMITIVE["forward"]]
-        elif not door.is_locked or _is_key(carrying, door.color):
-            commands[f"toggle and go through {item.name}"] = [*path, _PRIMITIVE["toggle"], _PRIMITIVE["forward"]]
-            if not path:
-                commands["toggle"] = [_PRIMITIVE["toggle"]]
-    commands.update(_go_tos(env, view))
-    commands[CHECK_COMMAND] = []
-    return commands
-
-
-def normalise(command: str) -> str:
-    """Lower case, single spaces, no final full stop (as the episode sends it)."""
-    return " ".join(command.lower().split()).rstrip(".").strip()
-
-
 # --------------------------------------------------------------------------------------------- progress
 
 
@@ -584,11 +268,7 @@ def _carries(objects: list[Any]) -> Callable[[Any, View, list[bool]], bool]:
 
 
 def _carries_key(color: str) -> Callable[[Any, View, list[bool]], bool]:
-    return lambda env, view, done: _is_key(env.carrying, color)
-
-
-def _is_key(obj: Any, color: str) -> bool:
-    return obj is not None and obj.type == "key" and obj.color == color
+    return lambda env, view, done: is_key(env.carrying, color)
 
 
 def _unlocked(door: Any) -> Callable[[Any, View, list[bool]], bool]:
@@ -612,13 +292,13 @@ def mission_objects(env: Any) -> list[list[Any]]:
 
 
 def _neighbours(cell: tuple[int, int]) -> list[tuple[int, int]]:
-    return [_add(cell, step) for step in _DIRECTIONS]
+    return [add(cell, step) for step in DIRECTIONS]
 
 
 def reachable_cells(env: Any, blocked: tuple[int, int] | None) -> set[tuple[int, int]]:
     """The cells the agent could reach from its start through anything but walls and the cell ``blocked`` (objects
     can be moved out of the way, and every other door opened)."""
-    start, _ = _pose(env)
+    start, _ = pose_of(env)
     seen = {start}
     queue = deque([start])
     while queue:
@@ -656,7 +336,7 @@ def needed_locked_doors(env: Any) -> list[Any]:
             return needed
         needed += new
         candidates = [door for door in candidates if not _is_among(door, new)]
-        wanted += [[obj for obj in objects if _is_key(obj, door.color)] for door in new]  # its key must be reached
+        wanted += [[obj for obj in objects if is_key(obj, door.color)] for door in new]  # its key must be reached
 
 
 def _is_among(obj: Any, group: list[Any]) -> bool:
@@ -711,11 +391,6 @@ def agentboard_mission(mission: str) -> str:
     then open the blue door" -> "open the red door, and open the blue door"). The order of the steps is no longer
     said, while minigrid still checks it."""
     return mission.replace("then", "and").replace("after you", "and")
-
-
-def view_of(env: Any, actions: str) -> View:
-    """:func:`current_view` with the names the action set ``actions`` uses."""
-    return current_view(env, agentboard_names=actions == "agentboard")
 
 
 class BabyaiGame:
@@ -808,7 +483,7 @@ class BabyaiGame:
     @property
     def pose(self) -> Pose:
         """The agent's cell and direction (the expert plan compares them)."""
-        return _pose(self.env)
+        return pose_of(self.env)
 
 
 def open_game(game: GameRef, settings: GameConfig) -> BabyaiGame:
@@ -825,8 +500,9 @@ def open_game(game: GameRef, settings: GameConfig) -> BabyaiGame:
 # --------------------------------------------------------------------------------------------- the expert
 
 
-MAX_BOT_STEPS = 2_000
-"""grid steps after which the bot is taken to have failed (it needs at most a few hundred on these levels)."""
+EXPERT_MODULE = "agemem.tasks.babyai_expert"
+"""the module the expert's worker process runs (its :func:`~agemem.tasks.babyai_expert.serve_expert`), started
+by name, not imported here: it plays :class:`BabyaiGame`."""
 EXPERT_BUDGET_S = 10.0
 """wall seconds the expert may take for one game (:func:`expert_plan`'s ``budget_s``): the bot plans a game in
 0.06 s typically, and loops without end on some (``BabyAI-UnlockToUnlock-v0`` seeds 1234, 9003, ...)."""
@@ -837,170 +513,13 @@ EXPERT_START_S = 120.0
 """wall seconds the worker process may take to start (its imports), before any game's budget starts."""
 
 
-Played = tuple[str, Pose, tuple[bool, ...], int]
-"""one grid step of the bot: its command (primitive action set), the agent's pose and the mission's done
-instructions after it, and the minigrid action."""
-
-
-def bot_commands(game: BabyaiGame) -> list[Played]:
-    """The BabyAI bot's solution from ``game``'s start (a game with the ``primitives`` action set), one command per
-    grid step (:data:`Played`); ``game`` is reset and played to the win. The bot's ``done`` (the goal is faced
-    already) becomes ``turn left``, ``turn right`` (the check comes after the second). Raises
-    :class:`NoPlanError` when the bot does not win. Runs in this process, unbounded: :func:`expert_plan` bounds
-    it."""
-    bot_class = require_babyai()["BabyAIBot"]
-    state = game.reset()
-    bot = bot_class(game.env)
-    played: list[Played] = []
-    while not state.won and len(played) < MAX_BOT_STEPS:
-        action = int(bot.replan())
-        steps = [_PRIMITIVE["left"], _PRIMITIVE["right"]] if action == _PRIMITIVE["done"] else [action]
-        for step in steps:
-            command = _command_for(game, step)
-            if command not in state.admissible or state.over:
-                raise NoPlanError(f"{game.env_id}:{game.seed}: the bot's {command!r} is not admissible")
-            state = game.step(command)
-            played.append((command, game.pose, tuple(leaves_done(game.env.instrs, state.won)), step))
-    if not state.won:
-        raise NoPlanError(f"{game.env_id}:{game.seed}: the BabyAI bot did not win in {MAX_BOT_STEPS} steps")
-    return played
-
-
-def _command_for(game: BabyaiGame, action: int) -> str:
-    """The text command that runs minigrid ``action`` now (a one-action command of the primitive set)."""
-    if action in _TURNS:
-        return _TURNS[action]
-    view = current_view(game.env)
-    matches = [command for command, actions in front_actions(game.env, view).items() if actions == action]
-    return matches[0] if matches else f"<minigrid action {action}>"
-
-
-def shorten(game: BabyaiGame, played: list[Played]) -> list[str]:
-    """``played`` said in ``game``'s action set in the fewest commands: in the bot's state before each of its steps,
-    each admissible command stands for a stretch of the steps from there (:func:`_covers`: its walk ends in a pose
-    the bot reaches, skipping no pose where a ``go to`` instruction was done, and its other actions are the bot's
-    next ones), so ``go to X``, ``pickup X n`` or ``toggle and go through X n`` replace runs of steps; the plan is
-    the fewest such stretches that cover the bot's steps. ``game`` is reset and the plan played on it, checked to
-    leave the agent where the bot was and to win: :class:`NoPlanError` when a step has no command, or it does
-    not."""
-    stretches = _stretches(game, played)
-    fewest: dict[int, list[tuple[str, int]]] = {0: []}  # steps covered -> the commands (and where each ends)
-    for index in range(len(played)):
-        if index not in fewest:
-            continue
-        for last, name in stretches[index]:
-            if last + 1 not in fewest or len(fewest[index]) + 1 < len(fewest[last + 1]):
-                fewest[last + 1] = [*fewest[index], (name, last)]
-    if len(played) not in fewest:
-        first = min(set(range(len(played) + 1)) - set(fewest))
-        raise NoPlanError(
-            f"{game.env_id}:{game.seed}: the bot's {played[first - 1][0]!r} has no command in the {game.actions!r} "
-            "action set"
-        )
-    state = game.reset()
-    for name, last in fewest[len(played)]:
-        if name not in state.admissible:
-            raise NoPlanError(f"{game.env_id}:{game.seed}: {name!r} is not admissible where the bot was")
-        state = game.step(name)
-        if not state.won and game.pose != played[last][1]:
-            raise NoPlanError(f"{game.env_id}:{game.seed}: {name!r} left the agent elsewhere than the bot")
-    if not state.won:
-        raise NoPlanError(f"{game.env_id}:{game.seed}: the bot's plan said in {game.actions!r} commands does not win")
-    return [name for name, _ in fewest[len(played)]]
-
-
-def _stretches(game: BabyaiGame, played: list[Played]) -> list[list[tuple[int, str]]]:
-    """For each step of ``played``, the commands of ``game``'s action set admissible in the bot's state before it,
-    each with a last step it may stand for (:func:`_covers`), longest first: the bot's steps are replayed on a game
-    of the same level with the primitive actions, and its state read with ``game``'s commands."""
-    replay = BabyaiGame(game.env_id, game.seed, actions="primitives", mission_wording="minigrid")
-    try:
-        replay.reset()
-        stretches: list[list[tuple[int, str]]] = []
-        for index, (command, *_) in enumerate(played):
-            env = replay.env
-            done_before = played[index - 1][2] if index else tuple(leaves_done(env.instrs, False))
-            commands = admissible(env, view_of(env, game.actions), game.actions)
-            ends = [
-                (last, name)
-                for name, run in commands.items()
-                for last in _covers(replay.pose, run, played, index, done_before)
-            ]
-            stretches.append(sorted(ends, key=lambda end: -end[0]))
-            replay.step(command)
-        return stretches
-    finally:
-        replay.close()
-
-
-_MOVE_ACTIONS = (_PRIMITIVE["left"], _PRIMITIVE["right"], _PRIMITIVE["forward"], _PRIMITIVE["done"])
-
-
-def _covers(
-    pose: Pose, actions: list[int], played: list[Played], start: int, done_before: tuple[bool, ...]
-) -> list[int]:
-    """The indices of ``played`` at which a stretch from ``start`` may end that the command running ``actions``
-    from ``pose`` stands for. ``actions`` is a walk (turns, moves) and a tail from its first other action on: the
-    walk must end in a pose that the bot's run of moves from ``start`` reaches (:func:`_moves_reaching`; an empty
-    walk reaches ``pose`` as it is), and the tail must be the bot's very next actions."""
-    split = next((i for i, action in enumerate(actions) if action not in _MOVE_ACTIONS), len(actions))
-    walk, tail = actions[:split], actions[split:]
-    reached = _moves_reaching(played, start, _pose_after(pose, walk), done_before) if walk else [start - 1]
-    ends = []
-    for index in reached:
-        following = [step[3] for step in played[index + 1 : index + 1 + len(tail)]]
-        if following == tail and index + len(tail) >= start:
-            ends.append(index + len(tail))
-    return ends
-
-
-def _pose_after(pose: Pose, actions: list[int]) -> Pose:
-    cell, direction = pose
-    for action in actions:
-        if action == _PRIMITIVE["left"]:
-            direction = (direction + 3) % 4
-        elif action == _PRIMITIVE["right"]:
-            direction = (direction + 1) % 4
-        elif action == _PRIMITIVE["forward"]:
-            cell = _add(cell, _DIRECTIONS[direction])
-    return cell, direction
-
-
-def _moves_reaching(played: list[Played], start: int, pose: Pose, done_before: tuple[bool, ...]) -> list[int]:
-    """The indices from ``start`` on, within a run of moves that completes no instruction before its end, whose
-    pose is ``pose``."""
-    found = []
-    for index in range(start, len(played)):
-        _, after, done, action = played[index]
-        if action not in _MOVE_ACTIONS:
-            break
-        if after == pose:
-            found.append(index)
-        if done != done_before:  # a go-to instruction was checked here: a shortcut must not skip this pose
-            break
-    return found
-
-
-def bot_plan(env_id: str, seed: int, actions: str = "agentboard") -> list[str]:
-    """A winning command list for ``env_id`` at ``seed`` in the action set ``actions``: the BabyAI bot played on a
-    game with the primitive actions (:func:`bot_commands`), then said in ``actions`` (:func:`shorten`). Runs in
-    this process, without a time bound (the bot may never return): :func:`expert_plan` runs it in a worker."""
-    primitive = BabyaiGame(env_id, seed, actions="primitives", mission_wording="minigrid")
-    target = BabyaiGame(env_id, seed, actions=actions, mission_wording="minigrid")
-    try:
-        return shorten(target, bot_commands(primitive))
-    finally:
-        primitive.close()
-        target.close()
-
-
 def expert_plan(game: GameRef, settings: GameConfig, *, budget_s: float = EXPERT_BUDGET_S) -> list[str]:
-    """A winning command list from the start state in the configured action set (:func:`bot_plan`), planned in a
-    worker process that is stopped, and started afresh for the next game, when the plan takes more than
-    ``budget_s`` wall seconds; the worker is kept between games, and its memory is bounded
-    (:data:`EXPERT_MEMORY_BYTES`). :class:`NoPlanError` (a ``RuntimeError``) when there is no plan within the
-    budget: splits list such games and do not run the bot to find them (``babyai.first_seed`` may pick some);
-    callers skip them (``bench/games.py`` lists them as having no expert plan)."""
+    """A winning command list from the start state in the configured action set
+    (:func:`~agemem.tasks.babyai_expert.bot_plan`), planned in a worker process that is stopped, and started afresh
+    for the next game, when the plan takes more than ``budget_s`` wall seconds; the worker is kept between games,
+    and its memory is bounded (:data:`EXPERT_MEMORY_BYTES`). :class:`NoPlanError` (a ``RuntimeError``) when there
+    is no plan within the budget: splits list such games and do not run the bot to find them (``babyai.first_seed``
+    may pick some); callers skip them (``bench/games.py`` lists them as having no expert plan)."""
     env_id, seed = parse_source(game.source)
     if not budget_s > 0:
         raise ValueError(f"expert_plan(budget_s={budget_s!r}): the budget must be > 0 seconds")
@@ -1012,8 +531,9 @@ def expert_plan(game: GameRef, settings: GameConfig, *, budget_s: float = EXPERT
 
 
 class _ExpertWorker:
-    """A worker process that runs :func:`bot_plan` for one game at a time (:func:`serve_expert`), reused across
-    games, killed and replaced when a game runs past its budget or the worker dies."""
+    """A worker process that runs :func:`~agemem.tasks.babyai_expert.bot_plan` for one game at a time
+    (:func:`~agemem.tasks.babyai_expert.serve_expert`), reused across games, killed and replaced when a game runs
+    past its budget or the worker dies."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -1073,7 +593,7 @@ class _ExpertWorker:
         environment["PYTHONPATH"] = os.pathsep.join(path for path in sys.path if path)  # this process's imports
         for threads in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
             environment.setdefault(threads, "1")
-        code = f"from agemem.tasks.babyai import serve_expert; serve_expert({theirs.fileno()}, {EXPERT_MEMORY_BYTES})"
+        code = f"from {EXPERT_MODULE} import serve_expert; serve_expert({theirs.fileno()}, {EXPERT_MEMORY_BYTES})"
         with theirs:
             self._process = subprocess.Popen(
                 [sys.executable, "-c", code],
@@ -1104,45 +624,6 @@ atexit.register(_EXPERT.stop)
 def expert_worker() -> int | None:
     """The process id of the expert's worker process, None while none runs (it starts with the first plan)."""
     return _EXPERT.pid
-
-
-def serve_expert(fd: int, memory_bytes: int) -> None:
-    """The expert's worker process: plans the games sent over the connection on ``fd`` (``(env id, seed, action
-    set, budget)`` -> ``("plan", commands)``, or ``("error" | "memory", message)``) until it closes. Its address
-    space is limited to ``memory_bytes``; an alarm at twice the budget ends a plan the parent has given up on
-    (should the parent be gone without killing it)."""
-    if memory_bytes:
-        resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
-    connection = Connection(fd)
-    with open(os.devnull, "wb") as devnull:  # the parent stops reading stderr once the worker runs
-        os.dup2(devnull.fileno(), 2)
-
-    def late(signum: int, frame: Any) -> None:
-        raise TimeoutError("the plan ran past twice its budget")
-
-    signal.signal(signal.SIGALRM, late)
-    with contextlib.suppress(BabyaiMissingError):  # imported before the first budget starts (else each plan says it)
-        require_babyai()
-    connection.send(("ready", None))
-    while True:
-        try:
-            env_id, seed, actions, budget_s = connection.recv()
-        except (EOFError, OSError):
-            return
-        signal.setitimer(signal.ITIMER_REAL, 2 * budget_s + 1)
-        try:
-            with contextlib.redirect_stdout(io.StringIO()):
-                answer: tuple[str, Any] = ("plan", bot_plan(env_id, seed, actions))
-        except MemoryError:
-            answer = ("memory", f"the BabyAI bot ran out of the expert's {memory_bytes / 2**30:g} GiB of memory")
-        except Exception as err:
-            answer = ("error", str(err) if isinstance(err, NoPlanError) else f"{type(err).__name__}: {err}")
-        finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-        try:
-            connection.send(answer)
-        except OSError:
-            return
 
 
 # --------------------------------------------------------------------------------------------- the suite

@@ -14,7 +14,7 @@ from collections import Counter
 import pytest
 
 from agemem.core.configlib import ConfigError
-from agemem.tasks import babyai
+from agemem.tasks import babyai, babyai_view
 from agemem.tasks.babyai import BabyaiConfig
 from tests.games_support import needs
 
@@ -99,7 +99,7 @@ def test_agentboards_macros_walk_and_act_in_one_command():
         # a closed door: walk to it, open it and step into the doorway
         door_cell = next(
             item.position
-            for item in babyai.view_of(world.env, "agentboard").objects
+            for item in babyai_view.view_of(world.env, "agentboard").objects
             if item.name == "purple closed door 1"
         )
         through = world.step("toggle and go through purple closed door 1")
