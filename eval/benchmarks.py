@@ -10,6 +10,7 @@ carry an ``evaluation`` attribute for its command's help and flags.
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING
 
 from agemem.core.configlib import ConfigError
@@ -99,7 +100,12 @@ def get_benchmark(name: str) -> Benchmark:
 
 
 def _harness(name: str) -> Benchmark:
-    """The evaluation of environment ``name``: a game suite's or a QA task's."""
+    """The evaluation of environment ``name``: the one its registration names (``Evaluation.harness``), else a game
+    suite's or a QA task's."""
+    harness = evaluations()[name].harness
+    if harness:
+        module, _, function = harness.partition(":")
+        return getattr(importlib.import_module(module), function)(get_task(name))
     if name in suite_names():
         from agemem.eval.games import GameBenchmark
 

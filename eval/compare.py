@@ -10,10 +10,13 @@ and variant, resumable as `agemem eval` is); the table is then rebuilt from the 
 
 ``out/comparison.{json,md,png}`` hold the rows, the markdown table and a grouped bar plot. With ``reference`` the
 paper's own rows (:data:`PAPER_TABLES`: Qwen2.5-7B-Instruct and Qwen3-4B-Instruct) are added under a separate
-``reference`` key and heading, never mixed into ours.
+``reference`` key and heading, never mixed into ours. Other papers' published numbers on a benchmark the AgeMem
+paper did not run (:data:`PUBLISHED_REFERENCES`: LoCoMo's) come under their own ``reference_<benchmark>`` key and
+heading when that benchmark is compared, apart from both.
 
 The table functions (:func:`run_timing`, :func:`llm_cost`, :func:`comparison_rows`, :func:`table_columns`,
-:func:`reference_block`, :func:`comparison_markdown`) are pure: results dicts in, rows or text out.
+:func:`reference_block`, :func:`reference_blocks`, :func:`comparison_markdown`) are pure: results dicts in, rows or
+text out.
 """
 
 from __future__ import annotations
@@ -95,6 +98,75 @@ PAPER_TABLE_QWEN3 = ReferenceTable(
 
 PAPER_TABLES: tuple[ReferenceTable, ...] = (PAPER_TABLE, PAPER_TABLE_QWEN3)
 """every backbone of the paper's main table, in its order: what ``--reference`` prints."""
+
+
+@dataclass(frozen=True)
+class PublishedRow:
+    """One row another paper (or report) published, in its own setup: its answerer, judge and prompts, not ours."""
+
+    method: str
+    """the source's name of the method."""
+    variant: str | None
+    """our variant of that method; None: we have none."""
+    model: str
+    """the backbone that answered in the source."""
+    source: str
+    J: float
+    """the LLM-judge score J, in %."""
+    F1: float | None = None
+    """the token F1, in %, where the source published it."""
+
+
+@dataclass(frozen=True)
+class PublishedReference:
+    """Other papers' published rows on one benchmark: shown beside ours only when that benchmark is compared."""
+
+    benchmark: str
+    title: str
+    """the benchmark's name in the heading (a constant: the rows are about this benchmark whether or not it is
+    registered under that title here)."""
+    note: str
+    rows: tuple[PublishedRow, ...]
+
+
+MEM0_PAPER = (
+    "Chhikara et al., Mem0: Building Production-Ready AI Agents with Scalable Long-Term Memory (arXiv:2504.19413); "
+    "LLM-as-a-judge J, judge and answerer GPT-4o-mini, categories 1-4, 1,540 questions"
+)
+ZEP_BLOG = (
+    'Zep blog, "Lies, Damn Lies, & Statistics: Is Mem0 Really SOTA in Agent Memory?" (2025): Zep\'s own report of a '
+    "corrected Zep setup"
+)
+MEMORY_R1_PAPER = (
+    "Yan et al., Memory-R1: Enhancing Large Language Model Agents to Manage and Utilize Memories via Reinforcement "
+    "Learning (arXiv:2508.19828)"
+)
+
+LOCOMO_REFERENCE = PublishedReference(
+    benchmark="locomo",
+    title="LoCoMo",
+    note=(
+        "other papers' setups (answerer, judge, prompts differ): not measured here and not comparable row by row "
+        "with ours"
+    ),
+    rows=(
+        PublishedRow("Full-context", "full_context", "GPT-4o-mini", MEM0_PAPER, J=72.90),
+        PublishedRow("Mem0g", "mem0g", "GPT-4o-mini", MEM0_PAPER, J=68.44),
+        PublishedRow("Mem0", "mem0", "GPT-4o-mini", MEM0_PAPER, J=66.88),
+        PublishedRow("Zep", None, "GPT-4o-mini", MEM0_PAPER, J=65.99),
+        PublishedRow("LangMem", "langmem", "GPT-4o-mini", MEM0_PAPER, J=58.10),
+        PublishedRow("OpenAI memory", None, "GPT-4o-mini", MEM0_PAPER, J=52.90),
+        PublishedRow("A-Mem", "amem", "GPT-4o-mini", MEM0_PAPER, J=48.38),
+        PublishedRow("Zep (corrected setup)", None, "GPT-4o-mini", ZEP_BLOG, J=84.61),
+        PublishedRow("Memory-R1", None, "LLaMA-3.1-8B-Instruct", MEMORY_R1_PAPER, J=62.74, F1=45.02),
+    ),
+)
+"""Published LoCoMo (Maharana et al., ACL 2024) numbers of other papers: the Mem0 paper's table (GPT-4o-mini
+answering and judging), Zep's later report of its own corrected setup, and Memory-R1's LLaMA-3.1-8B-Instruct row.
+The AgeMem paper has no LoCoMo column, so these never join :data:`PAPER_TABLES`."""
+
+PUBLISHED_REFERENCES: tuple[PublishedReference, ...] = (LOCOMO_REFERENCE,)
+"""other papers' rows per benchmark: what ``--reference`` adds when their benchmark is compared."""
 
 LLM_COST_KEYS: tuple[str, ...] = ("llm_calls", "prompt_tokens", "completion_tokens", "cost")
 """top-level ``results.json`` keys of what a run's LLM use cost per item (mean over its items); every number of a
@@ -299,6 +371,37 @@ def reference_block(tables: Sequence[ReferenceTable] = PAPER_TABLES) -> dict[str
     }
 
 
+def published_key(benchmark: str) -> str:
+    """``comparison.json``'s key of other papers' rows on ``benchmark``, beside the AgeMem paper's ``reference``."""
+    return f"reference_{benchmark}"
+
+
+def published_block(published: PublishedReference) -> dict[str, Any]:
+    """``comparison.json``'s block of other papers' rows on one benchmark, each with its source and model."""
+    return {
+        "benchmark": published.benchmark,
+        "title": published.title,
+        "note": published.note,
+        "rows": [
+            {"method": r.method, "variant": r.variant, "model": r.model, "source": r.source, "J": r.J, "F1": r.F1}
+            for r in published.rows
+        ],
+    }
+
+
+def reference_blocks(
+    benchmarks: Sequence[str], published: Sequence[PublishedReference] = PUBLISHED_REFERENCES
+) -> dict[str, Any]:
+    """What ``--reference`` adds to ``comparison.json`` when ``benchmarks`` are compared: the AgeMem paper's rows
+    (``reference``), and under their own key (:func:`published_key`) other papers' rows of each compared benchmark
+    that has some: kept apart, as neither is measured here nor in the other's setup."""
+    blocks = {"reference": reference_block(PAPER_TABLES)}
+    for table in published:
+        if table.benchmark in benchmarks:
+            blocks[published_key(table.benchmark)] = published_block(table)
+    return blocks
+
+
 def percent_cell(value: float | None, interval: Sequence[float] | None = None) -> str:
     """``41.07``, or with its interval ``41.07 [38.20, 44.10]``; :data:`MISSING` without a value."""
     if value is None:
@@ -352,16 +455,43 @@ def reference_table(comparison: Mapping[str, Any]) -> tuple[list[str], list[list
     return header, body
 
 
+def published_table(block: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """The header and cells of other papers' rows on one benchmark: method, model, J, F1 (:data:`MISSING` where
+    not published) and source."""
+    header = ["method", "model", "J", "F1", "source"]
+    body = [
+        [row["method"], row["model"], percent_cell(row["J"]), percent_cell(row["F1"]), row["source"]]
+        for row in block["rows"]
+    ]
+    return header, body
+
+
+def published_heading(block: Mapping[str, Any]) -> str:
+    return f"published {block['title']} numbers (other papers' setups, not measured here)"
+
+
+def published_sections(comparison: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The blocks of other papers' rows ``comparison`` carries, in :data:`PUBLISHED_REFERENCES` order."""
+    keys = [published_key(table.benchmark) for table in PUBLISHED_REFERENCES]
+    return [comparison[key] for key in keys if key in comparison]
+
+
+def left_aligned(index: int, name: str, text_columns: int = 2) -> bool:
+    """Whether a table's column holds text (left-aligned) rather than numbers (right): the first ``text_columns``,
+    and the ``source`` that ends a table of published rows (:func:`published_table`)."""
+    return index < text_columns or name == "source"
+
+
 def markdown(header: Sequence[str], body: Sequence[Sequence[str]], text_columns: int = 2) -> str:
-    """A GitHub-markdown table: the first ``text_columns`` left-aligned, the numbers right."""
-    align = [":---"] * text_columns + ["---:"] * (len(header) - text_columns)
+    """A GitHub-markdown table: the text columns (:func:`left_aligned`) left-aligned, the numbers right."""
+    align = [":---" if left_aligned(i, name, text_columns) else "---:" for i, name in enumerate(header)]
     lines = [header, align, *body]
     return "\n".join("| " + " | ".join(cell.replace("|", "\\|") for cell in line) + " |" for line in lines) + "\n"
 
 
 def comparison_markdown(comparison: Mapping[str, Any]) -> str:
-    """``comparison.md``: our table, what its columns mean, and with a ``reference`` the paper's rows under their
-    own heading."""
+    """``comparison.md``: our table, what its columns mean, with a ``reference`` the paper's rows under their own
+    heading, then under theirs other papers' published rows (:func:`reference_blocks`)."""
     ran = [c for c in comparison["columns"] if c["metric"]]
     items = ", ".join(f"{benchmark_title(c['name'])} {c['items']}" for c in ran)
     llm = len(cost_keys(comparison["rows"])) > 1
@@ -387,21 +517,30 @@ def comparison_markdown(comparison: Mapping[str, Any]) -> str:
             f"\n## Reference: the AgeMem paper's numbers (not measured here)\n\n{reference['source']}; "
             f"{reference['model']}; {reference['note']}.\n\n" + markdown(*reference_table(comparison))
         )
+    for block in published_sections(comparison):
+        text += (
+            f"\n## Reference: {published_heading(block)}\n\n{block['note']}. J: LLM-judge score, F1: token F1, "
+            f"both in % ({MISSING}: not published).\n\n" + markdown(*published_table(block))
+        )
     return text
 
 
 def console_tables(comparison: Mapping[str, Any]) -> list[Table]:
-    """``comparison.md``'s tables for a terminal: ours, then the paper's when there is a reference."""
+    """``comparison.md``'s tables for a terminal: ours, then the paper's when there is a reference, then other
+    papers' published rows it carries."""
     from rich.table import Table
 
     parts = [(comparison["title"], our_table(comparison))]
     if "reference" in comparison:
         parts.append(("reference: the AgeMem paper's numbers (not measured here)", reference_table(comparison)))
+    parts += [
+        (f"reference: {published_heading(block)}", published_table(block)) for block in published_sections(comparison)
+    ]
     tables = []
     for title, (header, body) in parts:
         table = Table(title=title)
         for i, name in enumerate(header):
-            table.add_column(name, justify="left" if i < 2 else "right")
+            table.add_column(name, justify="left" if left_aligned(i, name) else "right")
         for cells in body:
             table.add_row(*cells)
         tables.append(table)
@@ -553,7 +692,7 @@ def compare(
     if settings.bootstrap_samples:
         comparison["bootstrap"] = {"samples": settings.bootstrap_samples, "seed": settings.bootstrap_seed}
     if reference:
-        comparison["reference"] = reference_block(PAPER_TABLES)
+        comparison.update(reference_blocks(names))
     write_json(out / "comparison.json", comparison)
     write_text(out / "comparison.md", comparison_markdown(comparison))
     if all(config.eval.plot for config in configs.values()):

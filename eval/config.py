@@ -61,8 +61,9 @@ class EvalConfig:
     variants: list[str] = field(default_factory=lambda: ["agemem"])
     """agemem: all six tools; no_memory: the question alone, no tools; rag: Add/Update/Delete, and the top-k
     memories for the latest message shown before every step; ltm_only: the four memory-store tools, no STM tools;
-    mem0, mem0g, amem, langmem (or a registered memory system): no tools, a memory-system library writes memory
-    from the messages and its search results are shown before every step (docs/baselines.md)."""
+    full_context: no tools, Stage 1 stays in the context before the question (QA tasks, LoCoMo); mem0, mem0g,
+    amem, langmem (or a registered memory system): no tools, a memory-system library writes memory from the
+    messages and its search results are shown before every step (docs/baselines.md)."""
     distractors: bool = False
     """play Stage 2 (the `distractors` section says which and how many); off, as the authors evaluate."""
     rag_top_k: int = 3

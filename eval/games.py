@@ -3,10 +3,10 @@
 One game is one episode (:class:`agemem.tasks.games.GameEpisode`, which training plays too; this module is the
 evaluation harness around it). Long-term memory is one scope for the whole run (the suite's name): what the agent
 stores in one game is there in the next. Games are played ``eval.chunk_size`` at a time side by side (one engine
-call per tick for every pending reply, :func:`play_batch`), sharing the memory as it is written; after each chunk
-the memory is saved (``memory/after_N.npz``) and then the chunk's records appended to ``examples.jsonl``, so a
-re-run resumes after the last finished chunk with the memory exactly as it was. Short-term memory is the game's own
-context, which grows with every step: the context tools manage it.
+call per tick for every pending reply, :func:`agemem.rollouts.driver.play_together`), sharing the memory as it is
+written; after each chunk the memory is saved (``memory/after_N.npz``) and then the chunk's records appended to
+``examples.jsonl``, so a re-run resumes after the last finished chunk with the memory exactly as it was. Short-term
+memory is the game's own context, which grows with every step: the context tools manage it.
 
 Per game (``examples.jsonl``): ``won``; ``progress`` (the best share of the goal reached, 1 when won); ``score``
 (the environment's own, SciWorld); ``steps`` (environment steps: commands, invalid ones and steps without a
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -52,8 +52,8 @@ from agemem.eval.report import (
 from agemem.eval.runner import PlayProgress, RunContext, evaluate
 from agemem.eval.variants import apply_variant
 from agemem.rollouts.build import sampling_params
-from agemem.rollouts.engines.base import Completion, Engine, SamplingParams
-from agemem.rollouts.episode import EpisodeSetup, GenerationRequest
+from agemem.rollouts.driver import play_together
+from agemem.rollouts.episode import EpisodeSetup
 from agemem.tasks.games import GameEpisode, GameResult, game_settings, get_suite, load_games, with_game_prompt
 from agemem.tasks.textgame import GameRef, GameSuite
 
@@ -66,62 +66,11 @@ if TYPE_CHECKING:
 # --------------------------------------------------------------------------------------------- batching
 
 
-GameRun = Generator[GenerationRequest, Completion, GameResult]
-
-
 def steps_status(steps: Sequence[int], max_steps: int) -> str:
     """The games in play, for the progress bar: ``1 playing, step 12/50`` or ``8 playing, steps 3-12/50``."""
     low, high = min(steps), max(steps)
     at = f"step {low}/{max_steps}" if low == high else f"steps {low}-{high}/{max_steps}"
     return f"{len(steps)} playing, {at}"
-
-
-def play_batch(
-    runs: Sequence[GameRun],
-    engine: Engine,
-    sampling: SamplingParams,
-    on_finish: Callable[[GameResult], None] | None = None,
-    on_tick: Callable[[Sequence[int]], None] | None = None,
-) -> list[GameResult]:
-    """Play the games side by side: each tick, one engine call for the pending request of every live game (as
-    :class:`agemem.rollouts.driver.RolloutDriver` does for three-stage episodes). Results in the order of ``runs``;
-    ``on_tick`` gets the indices of the games still live after each tick."""
-    results: list[GameResult | None] = [None] * len(runs)
-    live: list[tuple[int, GameRun, GenerationRequest]] = []
-
-    def finish(index: int, result: GameResult) -> None:
-        results[index] = result
-        if on_finish is not None:
-            on_finish(result)
-
-    try:
-        for index, run in enumerate(runs):
-            try:
-                live.append((index, run, next(run)))
-            except StopIteration as done:
-                finish(index, done.value)
-        while live:
-            requests = [request for _, _, request in live]
-            completions = engine.generate(
-                [r.prompt_ids for r in requests], sampling, messages=[r.messages for r in requests]
-            )
-            if len(completions) != len(requests):
-                raise RuntimeError(
-                    f"engine {engine.name!r} returned {len(completions)} completions for {len(requests)} prompts"
-                )
-            still_live = []
-            for (index, run, _), completion in zip(live, completions):
-                try:
-                    still_live.append((index, run, run.send(completion)))
-                except StopIteration as done:
-                    finish(index, done.value)
-            live = still_live
-            if on_tick is not None and live:
-                on_tick([index for index, _, _ in live])
-    finally:
-        for _, run, _ in live:  # interrupted: close the games still open
-            run.close()
-    return [result for result in results if result is not None]
 
 
 # --------------------------------------------------------------------------------------------- metrics
@@ -340,7 +289,7 @@ class GameSession:
                 progress.status(steps_status([len(episodes[i].transcript) for i in live], self.settings.max_env_steps))
 
             runs = [episode.play() for episode in episodes]
-            results += play_batch(runs, self.engine, sampling, on_finish=lambda _: progress.advance(1), on_tick=tell)
+            results += play_together(runs, self.engine, sampling, on_finish=lambda _: progress.advance(1), on_tick=tell)
         ltm = self.resources.ltm
         ltm.save(snapshot_path(self.out, self.position[chunk[-1].id] + 1))
         write_json(self.out / "memory.json", [e.to_json() for e in ltm.entries(scope=scope)])
@@ -373,6 +322,11 @@ class GameBenchmark:
     def configure(self, config: EvalRunConfig, variant: str) -> EvalRunConfig:
         """``config`` set up for ``variant`` (its tools and retrieval) with the suite's system prompt, unless
         ``env.system_prompt`` names one already."""
+        if variant == "full_context":  # a game has no Stage-1 material to keep: it would be no_memory renamed
+            raise ConfigError(
+                f"variant full_context keeps a task's Stage-1 messages in the context; {self.suite.title} games have "
+                "none. Use no_memory for the agent without memory"
+            )
         configured = with_game_prompt(apply_variant(config, variant), self.suite)
         assert isinstance(configured, EvalRunConfig)
         return configured

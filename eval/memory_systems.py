@@ -19,8 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-TOOL_VARIANTS: tuple[str, ...] = ("agemem", "no_memory", "rag", "ltm_only")
-"""the variants of AgeMem's own memory (which tools the agent gets): not memory systems."""
+TOOL_VARIANTS: tuple[str, ...] = ("agemem", "no_memory", "rag", "ltm_only", "full_context")
+"""the variants of AgeMem's own memory (which tools the agent gets, what stays in its context): not memory
+systems."""
 
 
 @dataclass(frozen=True)
@@ -75,9 +76,22 @@ def memory_system(name: str) -> MemorySystemSpec:
 
 
 def eval_variants() -> tuple[str, ...]:
-    """Every variant ``agemem eval`` can play: AgeMem's tool variants, then the memory systems. A variant's position
-    seeds its sampling (:func:`agemem.eval.runner.chunk_seed`), so built-ins keep theirs and new ones come last."""
+    """Every variant ``agemem eval`` can play: AgeMem's tool variants, then the memory systems."""
     return (*TOOL_VARIANTS, *memory_system_names())
+
+
+SEED_ORDER: tuple[str, ...] = ("agemem", "no_memory", "rag", "ltm_only", "mem0", "mem0g", "amem", "langmem")
+"""the built-in variants in the order they were added to the project, before ``full_context``."""
+
+
+def seed_position(variant: str) -> int:
+    """The number that seeds ``variant``'s sampling (:func:`agemem.eval.runner.chunk_seed`): its place in the order
+    variants joined the project, so a variant added later never changes the samples of the ones before it
+    (``full_context`` came after the four memory systems; a registered system comes after every built-in)."""
+    order = (*SEED_ORDER, *(v for v in eval_variants() if v not in SEED_ORDER))
+    if variant not in order:
+        raise ValueError(f"unknown variant {variant!r}; choose one of {', '.join(eval_variants())}")
+    return order.index(variant)
 
 
 BASELINES_EXTRA = "pip install 'agemem[baselines]'"

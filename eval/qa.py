@@ -231,7 +231,7 @@ class QuestionSession:
     def play(self, chunk: Sequence[Task], seed: int | None, progress: PlayProgress) -> list[dict[str, Any]]:
         result = self.driver.run(list(chunk), self.distractors, rollouts_per_task=1, seed=seed)
         records = score_examples(
-            result.trajectories, self.by_id, self.judge, self.offered, stage1_played=self.config.rollout.stage1
+            result.trajectories, self.by_id, self.judge, self.offered, stage1_played=writes_memory(self.config)
         )
         progress.advance(len(chunk))  # the driver's own bar counts the episodes of the chunk
         return records
@@ -243,6 +243,11 @@ class QuestionSession:
         """``judge``: the judge calls of this session (name and counters, e.g. fallbacks)."""
         after = getattr(self.judge, "counters", {})
         return {"judge": {"name": self.judge.name, **{k: v - self.before.get(k, 0) for k, v in after.items()}}}
+
+
+def writes_memory(config: EvalRunConfig) -> bool:
+    """Whether Stage 1 builds long-term memory (for MQ): it is played, and not only kept in the context."""
+    return config.rollout.stage1 and not config.rollout.keep_stage1_context
 
 
 def with_source(config: EvalRunConfig, task: QATask) -> EvalRunConfig:

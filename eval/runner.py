@@ -33,7 +33,7 @@ from agemem.core.configlib import ConfigError, to_dict
 from agemem.core.encoders import build_encoder
 from agemem.eval.baselines import BuiltSystem, build_memory_system
 from agemem.eval.config import EvalRunConfig
-from agemem.eval.memory_systems import eval_variants, memory_system_names
+from agemem.eval.memory_systems import memory_system_names, seed_position
 from agemem.eval.models import Backend, LazyBackend, ResolvedModel, evaluate_models
 from agemem.eval.report import Column, ExampleLog, Panel, check_identity, console_table, write_results
 from agemem.rewards.build import build_judge
@@ -223,7 +223,7 @@ class Shared:
 def chunk_seed(config: EvalRunConfig, variant: str, position: int) -> int | None:
     """The base seed of the chunk whose first item is item ``position`` of the run (None: unseeded)."""
     base = config.sampling.seed
-    return None if base is None else derive_seed(base, eval_variants().index(variant), position)
+    return None if base is None else derive_seed(base, seed_position(variant), position)
 
 
 def run_benchmark(

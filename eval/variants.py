@@ -8,6 +8,8 @@
 | ``rag`` | Add / Update / Delete | as ``agemem``, and before every agent step the top-k LTM entries for the latest
   message are shown (the paper's -RAG ablation: STM tools replaced by retrieval-augmented prompting) |
 | ``ltm_only`` | Add / Update / Delete / Retrieve | as ``agemem``, without Summary_context / Filter_context |
+| ``full_context`` | none | Stage 1's messages stay in the context, unanswered, and the question follows them (no
+  reset, no Stage 2): the long-context baseline the memory systems compare with on LoCoMo |
 | ``mem0`` ``mem0g`` ``amem`` ``langmem`` | none | as ``rag``, but the memory system writes memory from every
   user message (its own LLM calls; the agent does not act in Stage 1) and its search results are shown
   (:mod:`agemem.eval.baselines`) |
@@ -29,6 +31,7 @@ VARIANT_TOOLS: dict[str, tuple[str, ...]] = {
     "no_memory": (),
     "rag": LTM_TOOLS,
     "ltm_only": (*LTM_TOOLS, "Retrieve_memory"),
+    "full_context": (),
 }
 """the tools each of AgeMem's own variants offers; a memory-system variant offers none."""
 
@@ -36,7 +39,7 @@ VARIANT_TOOLS: dict[str, tuple[str, ...]] = {
 def apply_variant(config: EvalRunConfig, variant: str) -> EvalRunConfig:
     """A copy of ``config`` set up for ``variant`` (see the module table).
 
-    Stage 2 is played only when ``eval.distractors`` is on (and never in ``no_memory``); otherwise
+    Stage 2 is played only when ``eval.distractors`` is on (and never in ``no_memory`` or ``full_context``); otherwise
     ``distractors.count`` is set to 0. In ``rag`` the retrieval before every step replaces the Stage-1
     introspective retrieval (``rollout.introspective_top_k = 0``), so nothing is shown twice; the memory-system
     variants retrieve the same way, from their system.
@@ -56,8 +59,10 @@ def apply_variant(config: EvalRunConfig, variant: str) -> EvalRunConfig:
         config.rollout.introspective_top_k = 0
     config.rollout.stage1 = variant != "no_memory"
     config.env.rag_replace = system
-    config.rollout.stage1_agent = not system  # the system takes Stage 1 in; no tools to act with
-    if not config.eval.distractors or variant == "no_memory":
+    full_context = variant == "full_context"
+    config.rollout.stage1_agent = not (system or full_context)  # nothing to act with in Stage 1
+    config.rollout.keep_stage1_context = full_context
+    if not config.eval.distractors or variant in ("no_memory", "full_context"):
         config.distractors.count = 0
     validate_tree(config)
     return config

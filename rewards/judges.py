@@ -301,6 +301,11 @@ class _ModelJudge:
     def relevance_scores(self, items: Sequence[RelevanceItem]) -> list[float]:
         return self._scores("relevance", items, self.fallback.relevance_scores)
 
+    def complete_all(self, prompts: Sequence[ChatMessages]) -> list[str | None]:
+        """The judge model's raw replies to ``prompts`` (another benchmark's own rubric: LoCoMo's J), with this
+        judge's concurrency, cache and counters; None where the backend failed."""
+        return self._complete_all(list(prompts))
+
     def _count(self, key: str, n: int = 1) -> None:
         with self._lock:
             self.counters[key] += n

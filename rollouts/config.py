@@ -210,6 +210,9 @@ class RolloutConfig:
     stage1_agent: bool = True
     """the agent answers each Stage-1 turn (and may store it); false: the turns only reach a memory system that
     writes memory itself (the Mem0 / A-Mem / LangMem baselines), and the agent first acts in Stage 2."""
+    keep_stage1_context: bool = False
+    """Stage-1 messages stay in the context for Stages 2 and 3 (the full-context baseline, variant full_context);
+    false: the paper's reset of the short-term context after Stage 1."""
     stage_tools: Literal["all", "paper"] = "all"
     """all: every tool in every stage (measured as good on the CPU recipe, and the prompt chat and export use);
     paper: Stage 1 Add/Update/Delete, 2 Filter/Summary, 3 Retrieve/Summary (docs/results.md)."""

@@ -12,9 +12,9 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tqdm.auto import tqdm
 
@@ -22,7 +22,7 @@ from agemem.core.chat import end_of_turn_ids
 from agemem.core.env import EnvResources, MemoryEnv
 from agemem.core.summarizers import LLMSummarizer
 from agemem.rollouts.config import RolloutConfig
-from agemem.rollouts.engines.base import Engine, SamplingParams
+from agemem.rollouts.engines.base import Completion, Engine, SamplingParams
 from agemem.rollouts.episode import Episode, EpisodeRun, EpisodeSetup, GenerationRequest, known_texts
 from agemem.rollouts.records import Trajectory, TrajectoryWriter
 
@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
     from agemem.rollouts.records import Task
+
+R = TypeVar("R")
 
 
 @dataclass
@@ -251,3 +253,51 @@ class RolloutDriver:
         stats.episodes = len(done)
         stats.wall_s = time.perf_counter() - start
         return RolloutResult([done[key] for key in sorted(done)], stats)
+
+
+def play_together(
+    runs: Sequence[Generator[GenerationRequest, Completion, R]],
+    engine: Engine,
+    sampling: SamplingParams,
+    on_finish: Callable[[R], None] | None = None,
+    on_tick: Callable[[Sequence[int]], None] | None = None,
+) -> list[R]:
+    """Play generator runs side by side (text games, a long conversation's sessions): each tick, one engine call for
+    the pending request of every live run, as :class:`RolloutDriver` does for three-stage episodes. Results in the
+    order of ``runs``; ``on_tick`` gets the indices of the runs still live after each tick."""
+    results: list[R | None] = [None] * len(runs)
+    live: list[tuple[int, Generator[GenerationRequest, Completion, R], GenerationRequest]] = []
+
+    def finish(index: int, result: R) -> None:
+        results[index] = result
+        if on_finish is not None:
+            on_finish(result)
+
+    try:
+        for index, run in enumerate(runs):
+            try:
+                live.append((index, run, next(run)))
+            except StopIteration as done:
+                finish(index, done.value)
+        while live:
+            requests = [request for _, _, request in live]
+            completions = engine.generate(
+                [r.prompt_ids for r in requests], sampling, messages=[r.messages for r in requests]
+            )
+            if len(completions) != len(requests):
+                raise RuntimeError(
+                    f"engine {engine.name!r} returned {len(completions)} completions for {len(requests)} prompts"
+                )
+            still_live = []
+            for (index, run, _), completion in zip(live, completions):
+                try:
+                    still_live.append((index, run, run.send(completion)))
+                except StopIteration as done:
+                    finish(index, done.value)
+            live = still_live
+            if on_tick is not None and live:
+                on_tick([index for index, _, _ in live])
+    finally:
+        for _, run, _ in live:  # interrupted: close the runs still open
+            run.close()
+    return [result for result in results if result is not None]

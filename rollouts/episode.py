@@ -130,17 +130,11 @@ class Episode:
         answer, ended_by, error = None, "round_limit", None
         try:
             # Stage 1: LTM construction (skipped by the no-memory baseline, rollout.stage1=false).
-            self._enter_stage(1)
             stages = self.stages or qa_stages(self.task, self.distractors, config)
-            for turn, text in enumerate(stages.facts):
-                env.add_user(text, kind="fact")
-                if not config.stage1_agent:
-                    continue  # a memory system took the turn in (env.add_user); the agent has no tools to act with
-                if config.stage1_mode == "turns" and config.introspective_top_k:
-                    env.introspect(text, config.introspective_top_k)
-                yield from self._answer_turn(1, turn)
-            # Reset between Stage 1 and Stage 2: STM only.
-            env.reset_context()
+            yield from self.take_in(stages.facts)
+            # Reset between Stage 1 and Stage 2: STM only (the full-context baseline keeps it).
+            if not config.keep_stage1_context:
+                env.reset_context()
             # Stage 2: STM under distractors.
             self._enter_stage(2)
             for turn, text in enumerate(stages.distractors):
@@ -156,6 +150,22 @@ class Episode:
         except EpisodeOverError as over:
             ended_by, error = over.reason, over.error
         return self._trajectory(answer, ended_by, error)
+
+    def take_in(self, facts: list[str]) -> Generator[GenerationRequest, Completion, None]:
+        """Stage 1: ``facts`` arrive as user turns, each answered by the agent (which may store it), or only handed
+        to a memory system that writes memory itself (``rollout.stage1_agent=false``). No reset, no question: a
+        caller that feeds a long conversation session by session (``agemem eval locomo``) calls it once a session
+        on one environment. Raises :class:`EpisodeOverError` when a prompt passes ``rollout.max_prompt_tokens`` or
+        the engine fails."""
+        env, config = self.env, self.config
+        self._enter_stage(1)
+        for turn, text in enumerate(facts):
+            env.add_user(text, kind="fact")
+            if not config.stage1_agent:
+                continue  # a memory system took the turn in (env.add_user); the agent has no tools to act with
+            if config.stage1_mode == "turns" and config.introspective_top_k:
+                env.introspect(text, config.introspective_top_k)
+            yield from self._answer_turn(1, turn)
 
     def _enter_stage(self, stage: int) -> None:
         """Start ``stage``; under rollout.stage_tools=paper, offer only its tools from now on."""

@@ -106,6 +106,8 @@ class Option:
     help: str
     choices: tuple[str, ...] | None = None
     metavar: str | None = None
+    listed: bool = False
+    """the flag takes comma-separated values for a list key (``--conversations conv-26,conv-30``)."""
 
 
 @dataclass(frozen=True)
@@ -120,6 +122,10 @@ class Evaluation:
     """the command's own flags besides the shared ones (``--model``, ``--variant``, ``--limit``, ``--out``)."""
     title: str = ""
     """the benchmark's name in tables and plots (default: a game suite's title, else the environment's name)."""
+    harness: str = ""
+    """``"module:function"`` building the environment's own :class:`agemem.eval.runner.Benchmark` from its
+    registration (``function(task) -> Benchmark``, imported when the command first runs; a string, so the
+    environment module needs no import of the evaluation layer); empty: the QA or text-game harness."""
 
 
 class TaskSpec(Protocol):

@@ -31,12 +31,12 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from agemem.core.configlib import ConfigError
 from agemem.rollouts.episode import Stages
 from agemem.rollouts.records import Paragraph, SupportingFact, Task
-from agemem.tasks.base import register_task
+from agemem.tasks.base import Evaluation, Option, register_task
 from agemem.tasks.qa import QATask
 
 if TYPE_CHECKING:
@@ -67,8 +67,17 @@ class LocomoConfig:
     """sample ids of the conversations to play (conv-26, ...); empty = all ten, in the file's order."""
     image_captions: bool = True
     """a turn that shared a photo says so with BLIP's caption ([shares a photo: ...]), as the papers give it."""
+    sessions: int = 0
+    """play only each conversation's first N sessions, and only the questions all of whose evidence lies in them
+    (quick checks, CPU tests); 0 = every session and question."""
+    session_context: Literal["carry", "reset"] = "carry"
+    """agemem eval locomo: carry = the short-term context runs on from session to session, its oldest rounds
+    dropped when a session would not fit env.context.max_context_tokens (the agent's summaries and stores decide
+    what survives); reset = each session starts from an empty context (only long-term memory carries over)."""
 
     def validate(self) -> None:
+        if self.sessions < 0:
+            raise ConfigError(f"locomo.sessions={self.sessions} must be >= 0 (0 = every session)")
         unknown = sorted(set(self.categories) - set(CATEGORIES))
         if unknown or not self.categories:
             raise ConfigError(
@@ -108,7 +117,13 @@ class LocomoSession:
 
     def message(self, image_captions: bool = True) -> str:
         """The session as one user message: its header, then a line per turn."""
-        return "\n".join([f"[{self.header}]", *(turn.line(image_captions) for turn in self.turns)])
+        return session_text(self.header, [turn.line(image_captions) for turn in self.turns])
+
+
+def session_text(header: str, lines: list[str]) -> str:
+    """One session as the user message an agent is shown: ``[Session 3 (1:56 pm on 8 May, 2023)]``, then a line per
+    turn (``Speaker: text``)."""
+    return "\n".join([f"[{header}]", *lines])
 
 
 @dataclass(frozen=True)
@@ -208,10 +223,12 @@ def evidence_ids(evidence: tuple[str, ...]) -> list[str]:
 
 def question_tasks(conversation: LocomoConversation, settings: LocomoConfig) -> list[Task]:
     """The conversation's questions of ``settings.categories`` as tasks: the sessions as Stage-1 paragraphs (one a
-    session, a sentence a turn), the question, its gold answer, and its evidence turns as the supporting facts."""
+    session, a sentence a turn), the question, its gold answer, and its evidence turns as the supporting facts.
+    With ``settings.sessions`` = N, only the first N sessions, and only the questions whose evidence all lies in
+    them."""
+    played = conversation.sessions[: settings.sessions] if settings.sessions else conversation.sessions
     paragraphs = [
-        Paragraph(session.header, [turn.line(settings.image_captions) for turn in session.turns])
-        for session in conversation.sessions
+        Paragraph(session.header, [turn.line(settings.image_captions) for turn in session.turns]) for session in played
     ]
     where = conversation.turn_ids()
     tasks = []
@@ -219,13 +236,18 @@ def question_tasks(conversation: LocomoConversation, settings: LocomoConfig) -> 
         if question.category not in settings.categories:
             continue
         facts, missing = [], []
-        for dia_id in evidence_ids(question.evidence):
+        named = evidence_ids(question.evidence)
+        for dia_id in named:
             if dia_id not in where:
                 missing.append(dia_id)
                 continue
             position, turn = where[dia_id]
+            if position >= len(played):
+                break
             paragraph = paragraphs[position]
             facts.append(SupportingFact(paragraph.title, turn, paragraph.sentences[turn]))
+        if settings.sessions and (not facts or len(facts) + len(missing) < len(named)):
+            continue  # asks about a session not played
         metadata = {
             "source": "locomo",
             "conversation": conversation.sample_id,
@@ -234,7 +256,7 @@ def question_tasks(conversation: LocomoConversation, settings: LocomoConfig) -> 
             "evidence": list(question.evidence),
             "missing_evidence": missing,
             "adversarial_answer": question.adversarial_answer,
-            "sessions": len(conversation.sessions),
+            "sessions": len(played),
         }
         task_id = f"{conversation.sample_id}/q{index}"
         tasks.append(Task(task_id, question.question, question.answer, paragraphs, facts, metadata))
@@ -278,9 +300,28 @@ class LocomoTask(QATask):
     date; no Stage 2; Stage 3 the question. Scored as every QA task (the judge and the composite reward)."""
 
     def stages(self, task: Task, distractors: list[str], rollout: RolloutConfig) -> Stages:
-        sessions = ["\n".join([f"[{p.title}]", *p.sentences]) for p in task.contexts] if rollout.stage1 else []
+        sessions = [session_text(p.title, p.sentences) for p in task.contexts] if rollout.stage1 else []
         return Stages(sessions, [], task.question)
 
+
+EVALUATION = Evaluation(
+    "LoCoMo's long conversations, ingested session by session, then their questions: F1, BLEU-1, J by category",
+    "data.limit",
+    (
+        Option("--data", "locomo.data", "LoCoMo's locomo10.json (not shipped: CC BY-NC 4.0)", None, "PATH"),
+        Option(
+            "--conversations",
+            "locomo.conversations",
+            "sample ids to play, comma-separated (conv-26,conv-30; default: all ten)",
+            None,
+            "IDS",
+            listed=True,
+        ),
+    ),
+    title="LoCoMo",
+    harness="agemem.eval.locomo:locomo_benchmark",
+)
+"""`agemem eval locomo` (:mod:`agemem.eval.locomo`)."""
 
 LOCOMO = register_task(
     LocomoTask(
@@ -288,6 +329,7 @@ LOCOMO = register_task(
         load_locomo_tasks,
         lambda source: source.startswith("locomo:"),
         uses_distractors=False,
+        evaluation=EVALUATION,
         settings=LocomoConfig,
     )
 )

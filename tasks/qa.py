@@ -8,11 +8,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from agemem.rewards.build import RewardScorer, build_scorer
-from agemem.rollouts.driver import EpisodeFactory, three_stage_episode
-from agemem.rollouts.episode import Stages, qa_stages
+from agemem.rollouts.driver import EpisodeFactory
+from agemem.rollouts.episode import Episode, EpisodeRun, EpisodeSetup, Stages, qa_stages
 
 if TYPE_CHECKING:
     from agemem.core.encoders import Encoder
+    from agemem.core.env import MemoryEnv
     from agemem.rollouts.config import RolloutConfig
     from agemem.rollouts.records import Task
     from agemem.tasks.base import Evaluation
@@ -51,7 +52,13 @@ class QATask:
         return qa_stages(task, distractors, rollout)
 
     def episodes(self, config: TaskRunConfig) -> EpisodeFactory:
-        return three_stage_episode
+        """The three-stage episode showing what :meth:`stages` says (a subclass's own Stage-1 messages: LoCoMo's
+        sessions)."""
+
+        def play(task: Task, distractors: list[str], env: MemoryEnv, setup: EpisodeSetup, rollout: int) -> EpisodeRun:
+            return Episode(task, distractors, env, setup, rollout, self.stages(task, distractors, setup.config)).play()
+
+        return play
 
     def scorer(self, config: TaskRunConfig, encoder: Encoder | None) -> RewardScorer:
         return build_scorer(config.reward, config.env.context.max_context_tokens, encoder)

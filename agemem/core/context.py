@@ -86,6 +86,32 @@ class ShortTermContext:
         self._round = 0
         self._in_flight = None
 
+    def drop_oldest_round(self, *, keep_newest: bool = True) -> list[Message]:
+        """Remove the eligible messages of the oldest round; with ``keep_newest`` never those of the newest round
+        (what just arrived). Returns what was removed (nothing when no such round is left)."""
+        candidates = self.eligible()
+        rounds = sorted({m.round for m in candidates if not keep_newest or m.round < self._round})
+        if not rounds:
+            return []
+        doomed = {id(m) for m in candidates if m.round == rounds[0]}
+        removed = [m for m in self.messages if id(m) in doomed]
+        self.messages = [m for m in self.messages if id(m) not in doomed]
+        return removed
+
+    # ---------------------------------------------------------- snapshots
+    def to_json(self) -> dict[str, Any]:
+        """Every message (system prompt included) and the round counter: what :meth:`from_json` rebuilds (a long
+        conversation fed session by session resumes with the context it had)."""
+        fields = ("role", "content", "round", "stage", "kind", "protected", "name")
+        return {"round": self._round, "messages": [{f: getattr(m, f) for f in fields} for m in self.messages]}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ShortTermContext:
+        context = cls("")
+        context.messages = [Message(**record) for record in data["messages"]]
+        context._round = int(data["round"])
+        return context
+
     # -------------------------------------------------------------- reading
     @property
     def system_prompt(self) -> str:

@@ -414,6 +414,20 @@ class MemoryEnv:
             for key in COST_KEYS:
                 totals[key] = totals.get(key, 0.0) + spent[key]
 
+    def fit_context(self, budget_tokens: int, incoming: str = "") -> list[Message]:
+        """Drop the oldest rounds of the short-term context until it and a user message ``incoming`` fit in
+        ``budget_tokens`` (a conversation too long for any context: what the agent did not store or summarise
+        in time is gone). The system prompt and protected messages stay, and without ``incoming`` the newest
+        round. Returns what was dropped, oldest first."""
+        arriving = [{"role": "user", "content": incoming}] if incoming else []
+        dropped: list[Message] = []
+        while self.resources.token_counter.count(self.context.as_chat() + arriving, self.tools) > budget_tokens:
+            gone = self.context.drop_oldest_round(keep_newest=not incoming)  # the incoming message is the newest
+            if not gone:
+                break
+            dropped += gone
+        return dropped
+
     def prompt_messages(self) -> list[dict[str, Any]]:
         return self.context.as_chat()
 

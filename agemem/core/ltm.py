@@ -341,6 +341,19 @@ class LongTermMemory:
         self._scopes.pop(scope, None)
         self._sequences.pop(scope, None)
 
+    def copy_scope(self, source: str, target: str) -> None:
+        """Make scope ``target`` a copy of scope ``source``: the same entries (ids, contents, metadata, vectors) and
+        id sequence, so the copy's new ids continue where the source's stopped. What ``target`` held is dropped;
+        later edits of either scope leave the other as it is (a question asked against a conversation's memory)."""
+        self.clear(scope=target)
+        index = self._scope(target)
+        for entry in self.entries(scope=source):
+            index.insert(
+                MemoryEntry(entry.id, entry.content, entry.embedding_D.copy(), copy.deepcopy(entry.metadata), target)
+            )
+        if source in self._sequences:
+            self._sequences[target] = self._sequences[source]
+
     def __len__(self) -> int:
         return sum(len(index) for index in self._scopes.values())
 

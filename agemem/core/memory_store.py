@@ -118,6 +118,14 @@ class SQLiteLongTermMemory(LongTermMemory):
             self._db.execute("DELETE FROM entries WHERE scope = ?", (scope,))
             self._db.execute("DELETE FROM sequences WHERE scope = ?", (scope,))
 
+    def copy_scope(self, source: str, target: str) -> None:
+        super().copy_scope(source, target)  # clears target through self.clear, which writes through
+        with self._transaction():
+            for entry in self.entries(scope=target):
+                self._insert(entry)
+            if target in self._sequences:
+                self._save_sequence(target)
+
     def restore(self, path: str | Path) -> None:
         """Replace the store (and the file's contents) with an ``.npz`` snapshot written by :meth:`save`."""
         super().restore(path)

@@ -153,6 +153,7 @@ def _eval_overrides(args: argparse.Namespace) -> list[str]:
     for option in entry.options:
         value = getattr(args, option.flag.lstrip("-").replace("-", "_"))
         if value is not None:
+            value = json.dumps([part.strip() for part in value.split(",") if part.strip()]) if option.listed else value
             flags.append(f"{option.key}={value}")
     if args.limit is not None:
         flags.append(f"{limit_key(args.benchmark)}={args.limit}")

@@ -136,3 +136,51 @@ def test_token_count_is_the_chat_template_length(qwen_tokenizer):
     assert counter.count(messages) != len(qwen_tokenizer.apply_chat_template(messages, tokenize=False)) // 4
     # Tool schemas passed to the template (native format) are counted too.
     assert counter.count(messages, tool_schemas()) > counter.count(messages) + 200
+
+
+# --------------------------------------------------------------------------------------------- long conversations
+
+
+def test_the_oldest_round_goes_first_and_the_newest_and_protected_stay():
+    context = conversation()
+    assert contents(context.drop_oldest_round()) == ["first fact about paris", "storing it", '{"ok": true}']
+    assert contents(context.drop_oldest_round()) == ["football scores from saturday", "ok"]
+    # round 3 is the newest (its question is protected, its answer the newest round's): nothing more goes
+    assert context.drop_oldest_round() == []
+    assert contents(context.drop_oldest_round(keep_newest=False)) == ["<tool_call>[...]</tool_call>"]
+    assert contents(context.messages) == ["SYSTEM", "what is the capital of france"]
+    assert context.drop_oldest_round(keep_newest=False) == []
+
+
+def test_a_context_survives_json_with_its_rounds_and_protection():
+    import json
+
+    context = conversation()
+    context.drop_oldest_round()
+    restored = ShortTermContext.from_json(json.loads(json.dumps(context.to_json())))
+    fields = ("role", "content", "round", "stage", "kind", "protected", "name")
+    assert [[getattr(m, f) for f in fields] for m in restored.messages] == [
+        [getattr(m, f) for f in fields] for m in context.messages
+    ]
+    assert restored.append("user", "next").round == context.append("user", "next").round == 4
+    assert restored.system_prompt == "SYSTEM"
+
+
+def test_fit_context_drops_whole_rounds_until_the_incoming_message_fits(make_env):
+    env = make_env()
+    for n in range(6):
+        env.context.append("user", f"session {n}: " + "words " * 200)
+        env.context.append("assistant", "noted " * 20)
+    incoming = "session 6: " + "words " * 200
+
+    def prompt_tokens() -> int:  # the context with the incoming message, as the next prompt would render
+        return env.resources.token_counter.count([*env.context.as_chat(), {"role": "user", "content": incoming}])
+
+    budget = prompt_tokens() - 1  # one token too many: exactly the oldest round goes
+    dropped = env.fit_context(budget, incoming)
+    assert [m.content[:9] for m in dropped] == ["session 0", "noted not"]
+    assert prompt_tokens() <= budget and env.context.messages[1].content.startswith("session 1")
+    # nothing fits but the system prompt: everything unprotected goes, and the call still returns
+    gone = env.fit_context(1, incoming)
+    assert len(gone) == 10 and [m.role for m in env.context.messages] == ["system"]
+    assert env.fit_context(10**6) == []

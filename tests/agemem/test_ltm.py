@@ -285,3 +285,26 @@ def test_unknown_id_style_is_refused_by_the_store_and_the_config():
         LongTermMemory(WordSetEncoder(), id_style="uuid")
     with pytest.raises(ConfigError, match="id_style='uuid' must be one of hash, short"):
         LTMConfig(id_style="uuid").validate()
+
+
+# --------------------------------------------------------------------------------------------- copy_scope
+
+
+def test_a_copied_scope_holds_the_same_entries_and_edits_stay_apart():
+    store = LongTermMemory(WordSetEncoder(), id_style="short", clock=lambda: 1.0)
+    store.add_many(["alice lives in oslo", "bob plays the cello", "carol keeps bees"], scope="talk")
+    store.delete("m2", scope="talk")
+    store.add("stale note", scope="copy")  # whatever the target held goes
+    store.copy_scope("talk", "copy")
+    assert [(e.id, e.content, e.metadata) for e in store.entries(scope="copy")] == [
+        (e.id, e.content, e.metadata) for e in store.entries(scope="talk")
+    ]
+    hits = store.retrieve("who lives in oslo", 1, scope="copy")
+    assert hits.entries[0].id == "m1" and hits.scores == store.retrieve("who lives in oslo", 1, scope="talk").scores
+    # the copy's next id continues the source's sequence (m4, never a reused m2); edits never cross over
+    assert store.add("dave has a ferret", scope="copy").entries[0].id == "m4"
+    assert store.delete("m1", scope="copy").ok and store.update("m3", "carol keeps wasps", scope="copy").ok
+    assert [e.content for e in store.entries(scope="talk")] == ["alice lives in oslo", "carol keeps bees"]
+    assert [e.content for e in store.entries(scope="copy")] == ["carol keeps wasps", "dave has a ferret"]
+    store.copy_scope("nothing here", "copy")
+    assert store.entries(scope="copy") == []

@@ -113,3 +113,17 @@ def test_open_memory_is_in_ram_without_a_path_and_restore_rewrites_the_file(tmp_
         store.restore(tmp_path / "bank.npz")
     with SQLiteLongTermMemory(encoder, tmp_path / "m.sqlite") as store:
         assert [e.content for e in store.entries()] == ["snapshot one", "snapshot two"]
+
+
+def test_a_copied_scope_is_written_through_to_the_file(tmp_path):
+    encoder = WordSetEncoder()
+    path = tmp_path / "memory.sqlite"
+    with SQLiteLongTermMemory(encoder, path, id_style="short") as store:
+        store.add_many(FACTS, scope="talk")
+        store.add("old", scope="question")
+        store.copy_scope("talk", "question")
+        assert store.delete("m1", scope="question").ok
+    with SQLiteLongTermMemory(encoder, path, id_style="short") as reopened:
+        assert [e.content for e in reopened.entries(scope="question")] == FACTS[1:]
+        assert [e.content for e in reopened.entries(scope="talk")] == FACTS
+        assert reopened.add("next", scope="question").entries[0].id == "m5"  # the sequence was saved too

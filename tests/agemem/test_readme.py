@@ -25,6 +25,7 @@ import tomllib
 
 from agemem.entrypoints.cli import parse_command_line
 from agemem.entrypoints.roots import load_command_config, load_eval_config
+from tests.games_support import shared_data
 from tests.recipes.test_learn import FAST as LEARN_FAST  # `agemem learn` at its own end-to-end test's toy size
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -271,6 +272,12 @@ def tiny(command: ShellCommand) -> list[str] | str:
     name, argv = words[1], words[1:]
     if name == "train" and "--resume" not in argv:
         return [*argv, *TRAIN_FAST]
+    if name == "eval" and argv[1] == "locomo":  # LoCoMo is never shipped: the shared copy, one session of one talk
+        data = shared_data("locomo")
+        if data is None:
+            return "LoCoMo's data (CC BY-NC 4.0, not shipped) is not on this machine"
+        argv[argv.index("--data") + 1] = str(data / "locomo10.json")
+        argv += ["--conversations", "conv-26", "locomo.sessions=1"]
     if name in ("eval", "compare"):
         if "--limit" not in argv:
             argv += ["--limit", "1"]

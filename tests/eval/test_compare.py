@@ -1,9 +1,11 @@
 """`agemem compare` (:mod:`agemem.eval.compare`): the table functions on hand-made results (cells, percentages,
-cost columns, the paper's reference rows, "—" for what was not run), the command's errors, and one run of the
-tiny random model on HotpotQA and ALFWorld through the CLI, then its resumption, which plays nothing."""
+cost columns, the paper's reference rows, other papers' published LoCoMo rows, "—" for what was not run), the
+command's errors, and one run of the tiny random model on HotpotQA and ALFWorld through the CLI, then its
+resumption, which plays nothing."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from types import SimpleNamespace
 
@@ -11,16 +13,20 @@ import pytest
 
 from agemem.core.configlib import ConfigError
 from agemem.eval.compare import (
+    LOCOMO_REFERENCE,
     MISSING,
     PAPER_TABLE,
+    PAPER_TABLES,
     BenchmarkColumn,
     FinishedRun,
     column_judge,
     comparison_markdown,
     comparison_rows,
+    console_tables,
     headline_metric,
     llm_cost,
-    reference_block,
+    plot_comparison,
+    reference_blocks,
     run_timing,
     table_columns,
 )
@@ -29,7 +35,7 @@ from agemem.eval.report import RUN_COLUMNS, Column
 from tests.alfworld_data import DATA, needs_alfworld
 from tests.eval.test_hotpotqa import TINY as TINY_HOTPOTQA
 
-METRICS = {"hotpotqa": "J", "alfworld": "SR"}
+METRICS = {"hotpotqa": "J", "alfworld": "SR", "locomo": "J"}
 
 
 def _results(benchmark: str, variant: str, value: float | None, *, played: int = 4, wall_s: float = 10.0, **extra):
@@ -52,18 +58,20 @@ def _run(results: dict) -> FinishedRun:
     return FinishedRun(results, folder, run_timing(results))
 
 
-def _comparison(runs: list[FinishedRun], *, reference: bool = False) -> dict:
-    """What :func:`agemem.eval.compare.compare` writes, from finished runs (HotpotQA, then ALFWorld)."""
+def _comparison(
+    runs: list[FinishedRun], *, reference: bool = False, benchmarks: tuple[str, ...] = ("hotpotqa", "alfworld")
+) -> dict:
+    """What :func:`agemem.eval.compare.compare` writes, from finished runs (of ``benchmarks``, in that order)."""
     rows = comparison_rows(runs, METRICS)
-    ran = [BenchmarkColumn("hotpotqa", "J"), BenchmarkColumn("alfworld", "SR")]
+    ran = [BenchmarkColumn(name, METRICS[name]) for name in benchmarks]
     columns = table_columns(ran, reference=PAPER_TABLE if reference else None)
     comparison = {
-        "title": "Comparison: HotpotQA (J), ALFWorld (SR)",
+        "title": "Comparison: " + ", ".join(column.header for column in ran),
         "columns": [{"name": c.name, "metric": c.metric, "items": 4 if c.metric else None} for c in columns],
         "rows": rows,
     }
     if reference:
-        comparison["reference"] = reference_block()
+        comparison.update(reference_blocks(benchmarks))
     return comparison
 
 
@@ -192,13 +200,13 @@ def test_the_headline_metric_the_benchmark_declares_else_its_first_score_column(
 
 def test_bad_benchmarks_and_variants_are_errors_naming_the_choices(tmp_path, capsys):
     from agemem.entrypoints.cli import main
+    from agemem.eval.benchmarks import benchmark_names
 
+    choices = ", ".join(benchmark_names())  # every benchmark there is, the built-in ones among them
+    assert {"alfworld", "babyai", "frozenlake", "hotpotqa", "pddl", "sciworld"} <= set(benchmark_names())
     for argv, message in (
-        (
-            ["--benchmark", "hotpotqa", "--benchmark", "nope"],
-            "unknown benchmark 'nope'; choose one of alfworld, babyai, frozenlake, hotpotqa, pddl, sciworld",
-        ),
-        ([], "name at least one --benchmark; choose from alfworld, babyai, frozenlake, hotpotqa, pddl, sciworld"),
+        (["--benchmark", "hotpotqa", "--benchmark", "nope"], f"unknown benchmark 'nope'; choose one of {choices}"),
+        ([], f"name at least one --benchmark; choose from {choices}"),
         (["--benchmark", "hotpotqa", "--benchmark", "hotpotqa"], "hotpotqa given twice"),
         (["--benchmark", "hotpotqa", "--variant", "mem1"], "invalid choice: 'mem1' (choose from"),
     ):
@@ -270,5 +278,112 @@ def test_tiny_random_model_on_hotpotqa_and_alfworld_then_a_resumption_that_plays
         assert row["values"] == before["values"] and row["cost"]["per_task"] == before["cost"]["per_task"]
     assert [c["name"] for c in again["columns"]] == ["alfworld", "sciworld", "pddl", "babyai", "hotpotqa"]
     assert again["reference"]["rows"][5]["values"]["hotpotqa"] == 54.44  # Qwen2.5-7B's AgeMem row
+    assert "reference_locomo" not in again  # LoCoMo not compared: no other papers' rows
     printed = capsys.readouterr().out
     assert "the AgeMem paper's numbers (not measured here)" in printed and "54.44" in printed
+
+
+# --------------------------------------------------------------------------------------------- published LoCoMo rows
+
+LOCOMO_RUNS = [
+    _results("hotpotqa", "mem0", 46.0),
+    _results("locomo", "mem0", 61.25, F1=40.5, BLEU1=33.0),
+]
+
+MEM0 = "Chhikara et al., Mem0: Building Production-Ready AI Agents with Scalable Long-Term Memory (arXiv:2504.19413)"
+ZEP = 'Zep blog, "Lies, Damn Lies, & Statistics: Is Mem0 Really SOTA in Agent Memory?" (2025)'
+MEMORY_R1 = (
+    "Yan et al., Memory-R1: Enhancing Large Language Model Agents to Manage and Utilize Memories via Reinforcement "
+    "Learning (arXiv:2508.19828)"
+)
+PUBLISHED_LOCOMO = [  # method, our variant, model, source (its start), J, F1: as the sources publish them
+    ("Full-context", "full_context", "GPT-4o-mini", MEM0, 72.90, None),
+    ("Mem0g", "mem0g", "GPT-4o-mini", MEM0, 68.44, None),
+    ("Mem0", "mem0", "GPT-4o-mini", MEM0, 66.88, None),
+    ("Zep", None, "GPT-4o-mini", MEM0, 65.99, None),
+    ("LangMem", "langmem", "GPT-4o-mini", MEM0, 58.10, None),
+    ("OpenAI memory", None, "GPT-4o-mini", MEM0, 52.90, None),
+    ("A-Mem", "amem", "GPT-4o-mini", MEM0, 48.38, None),
+    ("Zep (corrected setup)", None, "GPT-4o-mini", ZEP, 84.61, None),
+    ("Memory-R1", None, "LLaMA-3.1-8B-Instruct", MEMORY_R1, 62.74, 45.02),
+]
+
+
+def _section_table(section: str) -> list[list[str]]:
+    """The cells of the markdown table of a ``## Reference`` section, header first (the alignment line left out)."""
+    table = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("| :")]
+    return [[cell.strip() for cell in line.strip("|").split("|")] for line in table]
+
+
+def _locomo_comparison(*, reference: bool = True) -> dict:
+    return _comparison([_run(r) for r in LOCOMO_RUNS], reference=reference, benchmarks=("hotpotqa", "locomo"))
+
+
+def test_published_locomo_rows_come_only_with_the_reference_and_a_compared_locomo():
+    assert set(reference_blocks(["hotpotqa", "alfworld"])) == {"reference"}
+    assert set(reference_blocks(["hotpotqa", "locomo"])) == {"reference", "reference_locomo"}
+    assert "reference_locomo" not in _locomo_comparison(reference=False)
+    assert "reference_locomo" not in _comparison([_run(r) for r in RUNS], reference=True)
+    block = _locomo_comparison()["reference_locomo"]
+    assert block["benchmark"] == "locomo" and "other papers' setups" in block["note"]
+    assert "not measured here" in block["note"]
+
+
+def test_every_published_locomo_number_appears_exactly_with_its_source_and_model():
+    rows = _locomo_comparison()["reference_locomo"]["rows"]
+    assert [set(row) for row in rows] == [{"method", "variant", "model", "source", "J", "F1"}] * len(rows)
+    found = [(r["method"], r["variant"], r["model"], r["J"], r["F1"]) for r in rows]
+    assert found == [(method, variant, model, J, F1) for method, variant, model, _, J, F1 in PUBLISHED_LOCOMO]
+    assert all(row["source"].startswith(expected[3]) for row, expected in zip(rows, PUBLISHED_LOCOMO))
+    # the Mem0 paper's setup travels with its rows: its judge and answerer, the categories and questions scored
+    assert "judge and answerer GPT-4o-mini, categories 1-4, 1,540 questions" in rows[0]["source"]
+    assert [row.J for row in LOCOMO_REFERENCE.rows] == [expected[4] for expected in PUBLISHED_LOCOMO]
+
+
+def test_the_markdown_shows_published_locomo_rows_as_other_papers_after_the_agemem_papers():
+    markdown = comparison_markdown(_locomo_comparison())
+    ours, _, rest = markdown.partition("## Reference: the AgeMem paper's numbers (not measured here)")
+    heading = "## Reference: published LoCoMo numbers (other papers' setups, not measured here)"
+    agemem_paper, _, published = rest.partition(heading)
+    assert published and markdown.count(heading) == 1  # after the AgeMem paper's, under its own heading
+    assert all(source not in ours + agemem_paper for source in (MEM0, ZEP, MEMORY_R1))
+    assert "other papers' setups (answerer, judge, prompts differ)" in published
+    table = _section_table(published)
+    assert table[0] == ["method", "model", "J", "F1", "source"]
+    for cells, (method, _, model, source, J, F1) in zip(table[1:], PUBLISHED_LOCOMO, strict=True):
+        assert cells[:4] == [method, model, f"{J:.2f}", MISSING if F1 is None else f"{F1:.2f}"]
+        assert cells[4].startswith(source)
+    assert table[-1][:4] == ["Memory-R1", "LLaMA-3.1-8B-Instruct", "62.74", "45.02"]
+    titles = [table.title for table in console_tables(_locomo_comparison())]
+    assert titles[1:] == [
+        "reference: the AgeMem paper's numbers (not measured here)",
+        "reference: published LoCoMo numbers (other papers' setups, not measured here)",
+    ]
+
+
+def test_the_agemem_papers_rows_never_gain_a_locomo_value(tmp_path):
+    comparison = _locomo_comparison()
+    assert all("locomo" not in table.benchmarks for table in PAPER_TABLES)
+    assert all(set(row["values"]) == set(PAPER_TABLE.benchmarks) for row in comparison["reference"]["rows"])
+    assert [c["name"] for c in comparison["columns"]][-1] == "locomo"  # ours, after the paper's benchmarks
+    agemem_paper = comparison_markdown(comparison).split("## Reference: ")[1]
+    assert {row[-1] for row in _section_table(agemem_paper)[1:]} == {
+        MISSING
+    }  # the paper's rows under our LoCoMo column
+    # ours keep our LoCoMo J; no published number joins our rows
+    assert [row["values"] for row in comparison["rows"]] == [{"hotpotqa": 46.0, "locomo": 61.25}]
+    plot_comparison(tmp_path / "c.png", comparison)  # the plot leaves the published rows out, and still draws
+    assert (tmp_path / "c.png").stat().st_size > 0
+
+
+def test_without_locomo_the_reference_leaves_the_markdown_byte_for_byte_as_before():
+    # sha256 of comparison.md for RUNS as written before LoCoMo's published rows existed, without and with
+    # --reference: a comparison without LoCoMo must not change by a byte
+    before = {
+        False: "390698d3d207b1255784e8895758fa19fecb8508df2c262540855c7b5ff6cbf7",
+        True: "b8d154a515b307313fb37204b79ee2740aee8a7f2a59df4030a954ec6b63418d",
+    }
+    for reference, digest in before.items():
+        markdown = comparison_markdown(_comparison([_run(r) for r in RUNS], reference=reference))
+        assert hashlib.sha256(markdown.encode()).hexdigest() == digest
+        assert "LoCoMo" not in markdown and "other papers" not in markdown

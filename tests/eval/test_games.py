@@ -279,3 +279,13 @@ def test_the_progress_bar_shows_the_step_of_the_games_in_play(tmp_path, suite, m
         ("advance", 1),  # tick 6: the updown game wins
     ]
     assert told == per_chunk * 2
+
+
+def test_full_context_is_refused_for_a_game_suite():
+    from agemem.core.configlib import ConfigError
+    from agemem.tasks.games import get_suite
+
+    benchmark = GameBenchmark(get_suite("pddl"))
+    with pytest.raises(ConfigError, match="no_memory"):
+        benchmark.configure(load_config(EvalRunConfig), "full_context")
+    assert benchmark.configure(load_config(EvalRunConfig), "no_memory").env.tools == []

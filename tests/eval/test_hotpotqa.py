@@ -153,6 +153,21 @@ def test_variants_offer_their_tools_and_shape_the_episode(tmp_path, tokenizer, s
     assert by_variant["agemem"]["TC"]["total"] == 3.0
 
 
+def test_full_context_keeps_the_paragraphs_before_the_question_and_offers_no_tool(tmp_path, tokenizer, sample):
+    static = ["distractors.generator=static", "distractors.texts=[Some unrelated chat.]", "distractors.count=2"]
+    config = _config("data.limit=2", "eval.variants=[full_context]", "eval.distractors=true", *static)
+    (results,), engine = _evaluate(config, tmp_path, tokenizer, HotpotAgent(sample))
+    first = engine.seen[0]  # the agent's first step is the question's: Stage 1 arrives unanswered
+    users = [m["content"] for m in first if m["role"] == "user"]
+    assert users[-1] == sample[0].question and len(users) > 1
+    assert all(f.text in "\n".join(users[:-1]) for f in sample[0].supporting_facts)
+    assert "Some unrelated chat." not in users  # no Stage 2 in the full-context baseline
+    assert '"name":' not in _system(first)  # no tool schema in the prompt
+    assert results["TC"]["total"] == 0.0 and results["EM"] == 100.0 and results["MQ"] is None  # no memory
+    # per question: the agent's Retrieve_memory (refused: no tools), then its answer; nothing in Stage 1
+    assert len(engine.seen) == 4 and sum("no tools are available" in c[-1]["content"] for c in engine.seen) == 2
+
+
 def test_stage2_distractors_are_off_unless_asked_for(tmp_path, tokenizer, sample):
     static = ["distractors.generator=static", "distractors.texts=[Some unrelated chat.]", "distractors.count=2"]
     static.append("distractors.cache_dir=")

@@ -18,6 +18,7 @@ from agemem.eval.memory_systems import (
     eval_variants,
     memory_system,
     register_memory_system,
+    seed_position,
     unregister_memory_system,
 )
 from agemem.eval.models import Backend
@@ -59,8 +60,11 @@ def notebook():
 
 
 def test_the_builtin_variants_keep_their_order_and_a_registered_one_comes_last(notebook):
-    builtins = ("agemem", "no_memory", "rag", "ltm_only", "mem0", "mem0g", "amem", "langmem")
+    builtins = ("agemem", "no_memory", "rag", "ltm_only", "full_context", "mem0", "mem0g", "amem", "langmem")
     assert eval_variants() == (*builtins, "notebook")
+    # sampling seeds follow the order variants joined: full_context (added later) and a plugin's come after
+    seeded = ("agemem", "no_memory", "rag", "ltm_only", "mem0", "mem0g", "amem", "langmem", "full_context", "notebook")
+    assert [seed_position(v) for v in seeded] == list(range(10))
     assert memory_system("mem0g").title == "Mem0g" and method_name("mem0g") == "Mem0g"
     assert method_name("notebook") == "Notebook" and method_name("agemem") == "AgeMem"
     with pytest.raises(ValueError, match="registered already"):

@@ -134,3 +134,41 @@ def test_a_missing_or_malformed_file_says_how_to_point_at_it(tmp_path):
         load_locomo(wrong)
     with pytest.raises(ConfigError, match=r"locomo.categories=\[6\] must name some of"):
         load_config(TaskRunConfig, overrides=["locomo.categories=[6]"])
+
+
+@needs_locomo
+@pytest.mark.slow
+def test_grpo_steps_on_locomo_conversations_change_the_weights(tmp_path):
+    """`agemem train data.source=locomo:PATH`: Stage 1 is the conversation, a session per message with its date,
+    Stage 3 a question; two GRPO steps on the tiny random policy move the weights."""
+    import torch
+    from safetensors.torch import load_file
+
+    from agemem.entrypoints.cli import main
+    from agemem.rollouts.config import PolicyConfig
+    from agemem.rollouts.policy import load_policy
+    from agemem.rollouts.records import read_trajectories
+    from tests.train.tiny_run import TINY
+
+    out = tmp_path / "run"
+    settings = [f"data.source=locomo:{FILE}", "locomo.conversations=[conv-26]", "locomo.sessions=2"]
+    tiny = [arg for arg in TINY if not arg.startswith(("data.", "distractors."))]
+    # a second Stage-3 step sees the first's random reply, whose re-encoded length differs between rollouts: the
+    # context terms then differ within a group (the random policy never answers, so the task term never does)
+    steps = ["rollout.stage1_max_steps=2", "rollout.stage3_max_steps=2"]
+    assert main(["train", *tiny, *settings, *steps, "max_steps=2", f"output_dir={out}"]) == 0
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in records] == [1, 2] and all(m["episodes"] == 4 for m in records)
+    assert any(m["reward/total_std"] > 0 for m in records)
+    trajectories = list(read_trajectories(out / "trajectories.jsonl"))
+    assert trajectories and all(t.task_id.startswith("conv-26/q") and not t.distractors for t in trajectories)
+    for t in trajectories:
+        stage1 = t.stage_steps(1)
+        assert [s.prompt_text.count("[Session 1 (") for s in stage1[:1]] == [1]
+        assert "1:56 pm on 8 May, 2023" in stage1[0].prompt_text
+        assert not t.stage_steps(2) and t.stage_steps(3)
+    initial, _ = load_policy(PolicyConfig(device="cpu"))
+    final = load_file(out / "checkpoints" / "step_000002" / "policy" / "model.safetensors")
+    changed = [k for k, v in initial.state_dict().items() if k in final and not torch.equal(v, final[k])]
+    assert len(changed) > 10
+    assert json.loads((out / "config.json").read_text())["locomo"]["sessions"] == 2
