@@ -547,6 +547,7 @@ class LocomoBenchmark:
         return replace(configured, data=replace(configured.data, source=source))
 
     def load(self, config: EvalRunConfig) -> LocomoWorkload:
+        lm.require_nltk()  # the metrics' stemmer and tokenizers: missing, the run would fail after ingesting
         settings = locomo_settings(config)
         conversations = selected_conversations(config)
         tasks = [task for c in conversations for task in question_tasks(c, settings)]

@@ -48,6 +48,7 @@ from typing import Any
 
 import numpy as np
 
+from agemem.core.configlib import ConfigError
 from agemem.core.text import strip_thinking
 
 # --------------------------------------------------------------------------------------------- categories
@@ -125,6 +126,14 @@ def _nltk() -> dict[str, Any]:
         "sentences": PunktSentenceTokenizer(parameters).tokenize,
         "words": NLTKWordTokenizer().tokenize,
     }
+
+
+def require_nltk() -> None:
+    """Fail now, naming the install line, when NLTK is missing: before a run ingests a conversation, not after."""
+    try:
+        _nltk()
+    except ImportError as err:
+        raise ConfigError(str(err)) from err
 
 
 PUNKT_ABBREVIATIONS = frozenset(

@@ -243,6 +243,7 @@ EXTRAS = {  # a benchmark or training task a command names -> (its extra, the mo
     "babyai": ("babyai", ("minigrid",), ()),
     "mem0": ("baselines", ("mem0",), ()),
     "amem": ("baselines", ("agentic_memory",), ()),
+    "locomo": ("locomo", ("nltk",), ()),
 }
 
 

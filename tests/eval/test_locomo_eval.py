@@ -23,11 +23,11 @@ from agemem.tasks.locomo import LocomoConfig, load_locomo, question_tasks
 from tests.conftest import WordSetEncoder
 from tests.eval.agents import MessagesEngine, answer, call
 from tests.fake_endpoint import FakeChatEndpoint
-from tests.games_support import needs_shared, shared_data
+from tests.games_support import needs, needs_shared, shared_data
 
 DATA = shared_data("locomo")
 FILE = DATA / "locomo10.json" if DATA else None
-pytestmark = needs_shared("locomo")
+pytestmark = [needs_shared("locomo"), needs("locomo", ("nltk",))]  # the floors tier installs only .[dev]
 
 SESSIONS = 3
 BASE = [
@@ -414,6 +414,21 @@ def test_bad_setups_are_errors_that_say_the_fix(tmp_path, tokenizer, questions):
         _config("data.source=hotpotqa", "data.limit=1"), tmp_path / "c", tokenizer, Reader(questions)
     )
     assert results["questions"] == 1 and results["config"]["data"]["source"] == "locomo"
+
+
+def test_without_nltk_the_run_stops_before_ingesting_and_names_the_extra(tmp_path, tokenizer, questions, monkeypatch):
+    import sys
+
+    from agemem.eval import locomo_metrics
+
+    monkeypatch.setitem(sys.modules, "nltk.stem", None)  # `from nltk.stem import ...` now raises ImportError
+    locomo_metrics._nltk.cache_clear()
+    engine = MessagesEngine(tokenizer, Reader(questions))
+    with pytest.raises(ConfigError, match=r"pip install 'agemem\[locomo\]'"):
+        evaluate(get_benchmark("locomo"), _config(), tmp_path, backends={"scripted": Backend(engine, tokenizer)})
+    assert engine.seen == [] and not (tmp_path / "ingest").exists()
+    monkeypatch.undo()
+    locomo_metrics._nltk.cache_clear()  # NLTK back for the next tests
 
 
 def test_the_command_line_takes_the_data_and_conversations(tmp_path):
