@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Generator, Sequence
+from collections.abc import Generator, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -55,7 +55,7 @@ from agemem.core.tools import LTM_TOOLS
 from agemem.eval import locomo_metrics as lm
 from agemem.eval import metrics
 from agemem.eval.memory_systems import seed_position
-from agemem.eval.qa import score_examples
+from agemem.eval.qa import judge_calls, judge_counters, score_examples
 from agemem.eval.report import (
     COST_COLUMNS,
     COST_NOTE,
@@ -80,6 +80,7 @@ from agemem.tasks.locomo import (
     LocomoTask,
     locomo_path,
     locomo_settings,
+    played_sessions,
     question_tasks,
     selected_conversations,
 )
@@ -190,6 +191,15 @@ def add_costs(*costs: dict[str, float]) -> dict[str, float]:
     for cost in costs:
         for key, value in cost.items():
             total[key] = total.get(key, 0.0) + value
+    return total
+
+
+def sum_counts(counts: Iterable[dict[str, int]]) -> dict[str, int]:
+    """Key-wise sums of counts by name (tool calls per tool)."""
+    total: dict[str, int] = {}
+    for count in counts:
+        for key, value in count.items():
+            total[key] = total.get(key, 0) + value
     return total
 
 
@@ -312,7 +322,7 @@ def ingest_summary(state: IngestState) -> dict[str, Any] | None:
         "rounds": state.rounds,
         "wall_s": round(state.wall_s, 3),
         "steps": sum(s["steps"] for s in state.sessions),
-        "tool_calls": add_costs(*({k: float(v) for k, v in s["tool_calls"].items()} for s in state.sessions)),
+        "tool_calls": sum_counts(s["tool_calls"] for s in state.sessions),
         "ended_by": ended,
         "dropped_messages": sum(s["dropped_messages"] for s in state.sessions),
         "memory_entries": {sample: s["memory_entries"] for sample, s in last.items()},
@@ -359,8 +369,7 @@ class Ingestion:
             self.play_round(pending, progress)
 
     def sessions_of(self, conversation: LocomoConversation) -> int:
-        total = len(conversation.sessions)
-        return min(total, self.settings.sessions) if self.settings.sessions else total
+        return len(played_sessions(conversation, self.settings))
 
     def play_round(self, conversations: Sequence[LocomoConversation], progress: PlayProgress) -> None:
         """One session of each conversation, side by side; then the memory and the state, in that order."""
@@ -451,7 +460,7 @@ class LocomoSession:
         self.ingestion = Ingestion(run, self.resources, self.reads_memory, list(workload.conversations))
         self.workload = workload
         self.judge = run.shared.get_judge()
-        self.before = dict(getattr(self.judge, "counters", {}))
+        self.before = judge_counters(self.judge)
         self.offered = run.offered
         self.by_id = {task.id: task for task in workload.items}
         self.questions_per_conversation: dict[str, int] = {}
@@ -519,8 +528,7 @@ class LocomoSession:
         pass
 
     def summary(self) -> dict[str, Any]:
-        after = getattr(self.judge, "counters", {})
-        return {"judge": {"name": self.judge.name, **{k: v - self.before.get(k, 0) for k, v in after.items()}}}
+        return {"judge": judge_calls(self.judge, self.before)}
 
 
 # --------------------------------------------------------------------------------------------- the benchmark

@@ -216,7 +216,7 @@ class QuestionSession:
             config.rollout, config.sampling, backend.engine, backend.tokenizer, resources, progress=False
         )
         self.judge = run.shared.get_judge()
-        self.before = dict(getattr(self.judge, "counters", {}))
+        self.before = judge_counters(self.judge)
         finished = run.log.finished()
         pending = [t for t in questions.items if t.id not in finished]
         if config.distractors.count:
@@ -241,8 +241,18 @@ class QuestionSession:
 
     def summary(self) -> dict[str, Any]:
         """``judge``: the judge calls of this session (name and counters, e.g. fallbacks)."""
-        after = getattr(self.judge, "counters", {})
-        return {"judge": {"name": self.judge.name, **{k: v - self.before.get(k, 0) for k, v in after.items()}}}
+        return {"judge": judge_calls(self.judge, self.before)}
+
+
+def judge_counters(judge: Any) -> dict[str, int]:
+    """A copy of ``judge``'s counters now (none for a judge that keeps none), for :func:`judge_calls` later."""
+    return dict(getattr(judge, "counters", {}))
+
+
+def judge_calls(judge: Any, before: dict[str, int]) -> dict[str, Any]:
+    """``judge``'s name and what each of its counters gained since ``before`` (:func:`judge_counters`)."""
+    after = getattr(judge, "counters", {})
+    return {"name": judge.name, **{k: v - before.get(k, 0) for k, v in after.items()}}
 
 
 def writes_memory(config: EvalRunConfig) -> bool:

@@ -221,12 +221,17 @@ def evidence_ids(evidence: tuple[str, ...]) -> list[str]:
 # --------------------------------------------------------------------------------------------- as tasks
 
 
+def played_sessions(conversation: LocomoConversation, settings: LocomoConfig) -> tuple[LocomoSession, ...]:
+    """The sessions played: all, or the first ``settings.sessions`` (``locomo.sessions``)."""
+    return conversation.sessions[: settings.sessions] if settings.sessions else conversation.sessions
+
+
 def question_tasks(conversation: LocomoConversation, settings: LocomoConfig) -> list[Task]:
     """The conversation's questions of ``settings.categories`` as tasks: the sessions as Stage-1 paragraphs (one a
     session, a sentence a turn), the question, its gold answer, and its evidence turns as the supporting facts.
     With ``settings.sessions`` = N, only the first N sessions, and only the questions whose evidence all lies in
     them."""
-    played = conversation.sessions[: settings.sessions] if settings.sessions else conversation.sessions
+    played = played_sessions(conversation, settings)
     paragraphs = [
         Paragraph(session.header, [turn.line(settings.image_captions) for turn in session.turns]) for session in played
     ]
