@@ -1,24 +1,27 @@
-"""Warm-start speed: SFT step time by batching, attention kernel and gradient checkpointing; copy warm-up step time.
+"""Warm-start speed: SFT step time by batching, attention kernel, gradient checkpointing and loss head; copy warm-up.
 
 The warm start's rows range from ~200 tokens (answer-copy turns) to ~1,000 (a whole episode, a copy
 sequence). A random batch of 18 pads every row to its longest: about 1.8 tokens computed per real token.
 ``learn.sft_micro_batches=k`` keeps the random batch of 18 but splits it, sorted by length, into k
 micro-batches (transformers' ``batch_rebalance`` sampler) and accumulates: the same update (the loss is
-normalised by the whole batch's completion tokens; ``tests/train/test_sft.py`` checks the weights), fewer
-padded tokens and shorter attention spans. TRL's ``SFTConfig`` also turns gradient checkpointing on by
-default (a second forward pass a step, for memory a 1.1M-parameter model does not need), and the attention
-kernel (``learn.warm_start_attention``) matters at these widths.
+normalised by the whole batch's completion tokens; ``tests/recipes/test_sft.py`` checks the weights), fewer
+padded tokens and shorter attention spans; with k = 18 a row is alone and nothing is padded. TRL's
+``SFTConfig`` also turns gradient checkpointing on by default (a second forward pass a step, for memory a
+1.1M-parameter model does not need), and the attention kernel (``learn.warm_start_attention``) matters at
+these widths. TRL's own loss scores every position with a chunked LM head and masks all but the completions;
+the recipe's trainer (:func:`agemem.recipes.learn.sft.completion_loss`) runs the head on the completion
+positions only, the same loss (``tests/recipes/test_sft.py``).
 
-A mode is ``micro-batches:attention[:gc]`` (``gc``: gradient checkpointing on). The default modes go from
-TRL's defaults to the recipe's settings one change at a time. The rows are a real warm start's: the
-demonstrations, reading drills and answer-copy turns that ``agemem learn`` wrote for one seed (``--run``),
+A mode is ``micro-batches:attention[:gc][:trl]`` (``gc``: gradient checkpointing on; ``trl``: TRL's loss). The
+default modes go from TRL's defaults to the recipe's settings one change at a time. The rows are a real warm
+start's: the demonstrations, reading drills and answer-copy turns that ``agemem learn`` wrote for one seed (``--run``),
 with the configured copy rows mixed in. Every mode trains a fresh copy of the same random model for
 ``--steps`` optimizer steps, in the same process, modes rotating each repeat; the median seconds a step
 over ``--repeats`` is reported, with the padded tokens a real token costs and the last logged loss. The
 copy warm-up (``recipes/learn/copy_task.py``) is timed the same way for each attention kernel (``--copy-steps``).
 
     python bench/sft_batching.py --run runs/learn/seed_0
-    python bench/sft_batching.py --run runs/learn/seed_0 --modes 1:sdpa 3:sdpa 6:sdpa --steps 20 --repeats 1
+    python bench/sft_batching.py --run runs/learn/seed_0 --modes 3:sdpa:trl 3:sdpa 18:sdpa --steps 20 --repeats 1
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import statistics
 import tempfile
 import time
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +43,7 @@ from rollout_driver import machine_info  # bench/ is the script's directory
 from agemem.core.configlib import ConfigError, load_config
 from agemem.entrypoints.roots import AgeMemConfig
 
-DEFAULT_MODES = ["1:sdpa:gc", "3:sdpa:gc", "3:sdpa", "3:eager"]
+DEFAULT_MODES = ["1:sdpa:gc:trl", "3:sdpa:gc:trl", "3:sdpa:trl", "3:sdpa", "18:sdpa"]
 
 
 def padding_per_real_token(lengths: list[int], batch_size: int, micro_batches: int, seed: int) -> float:
@@ -56,18 +60,34 @@ def padding_per_real_token(lengths: list[int], batch_size: int, micro_batches: i
     return computed / sum(lengths)
 
 
-def parse_mode(spec: str, batch_size: int) -> tuple[int, str, bool]:
-    """``k:attention[:gc]`` -> (micro-batches, attention kernel, gradient checkpointing)."""
+def parse_mode(spec: str, batch_size: int) -> tuple[int, str, bool, bool]:
+    """``k:attention[:gc][:trl]`` -> (micro-batches, attention kernel, gradient checkpointing, TRL's loss)."""
     parts = spec.split(":")
     try:
         micro, attention = int(parts[0]), parts[1]
     except (ValueError, IndexError):
-        raise SystemExit(f"--modes {spec!r}: write a mode as micro-batches:attention[:gc], e.g. 3:eager") from None
-    if attention not in ("eager", "sdpa") or parts[2:] not in ([], ["gc"]):
-        raise SystemExit(f"--modes {spec!r}: attention is eager or sdpa, and only ':gc' may follow it")
+        raise SystemExit(
+            f"--modes {spec!r}: write a mode as micro-batches:attention[:gc][:trl], e.g. 3:eager"
+        ) from None
+    flags = parts[2:]
+    if attention not in ("eager", "sdpa") or flags not in ([], ["gc"], ["trl"], ["gc", "trl"]):
+        raise SystemExit(
+            f"--modes {spec!r}: attention is eager or sdpa, then ':gc' and ':trl' may follow, in that order"
+        )
     if micro < 1 or batch_size % micro:
         raise SystemExit(f"--modes {spec!r}: {micro} micro-batches must divide learn.sft_batch_size={batch_size}")
-    return micro, attention, parts[2:] == ["gc"]
+    return micro, attention, "gc" in flags, "trl" in flags
+
+
+def trl_loss_trainer_class(seeded: type) -> type:
+    """The recipe's trainer class ``seeded`` with TRL's own loss (every position scored, the rest masked)."""
+    from trl import SFTTrainer
+
+    class TRLLossTrainer(seeded):
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            return SFTTrainer.compute_loss(self, model, inputs, return_outputs, num_items_in_batch)
+
+    return TRLLossTrainer
 
 
 def parse_args() -> argparse.Namespace:
@@ -89,6 +109,7 @@ def main() -> None:
     from transformers import Qwen2ForCausalLM
 
     from agemem.core.chat import load_tokenizer
+    from agemem.recipes.learn import sft
     from agemem.recipes.learn.copy_task import CopySettings, induction_warmup
     from agemem.recipes.learn.recipe import answer_statements, sft_settings
     from agemem.recipes.learn.sft import supervised_warm_start, warm_start_dataset
@@ -131,13 +152,19 @@ def main() -> None:
     for repeat in range(args.repeats):
         shift = repeat % len(names)
         for name in names[shift:] + names[:shift]:
-            micro, attention, checkpointing = modes[name]
+            micro, attention, checkpointing, trl_loss = modes[name]
             settings = replace(base, micro_batches=micro, gradient_checkpointing=checkpointing)
-            with tempfile.TemporaryDirectory() as scratch:
-                metrics = supervised_warm_start(
-                    fresh_model(attention), tokenizer, demos, settings, scratch, drills=drills,
-                    answer_statements=statements,
-                )  # fmt: skip
+            recipe_trainer = sft._seeded_trainer_class
+            if trl_loss:  # the bench's one switch of the trainer class: the product has no TRL-loss setting
+                sft._seeded_trainer_class = partial(trl_loss_trainer_class, recipe_trainer())
+            try:
+                with tempfile.TemporaryDirectory() as scratch:
+                    metrics = supervised_warm_start(
+                        fresh_model(attention), tokenizer, demos, settings, scratch, drills=drills,
+                        answer_statements=statements,
+                    )  # fmt: skip
+            finally:
+                sft._seeded_trainer_class = recipe_trainer
             runs[name].append(metrics)
             console.print(f"repeat {repeat + 1}/{args.repeats}, {name}: {metrics['train_runtime'] / args.steps:.2f} s")
 
@@ -162,13 +189,14 @@ def main() -> None:
     reference = rows[names[0]]["step_s"]
     steps_per_seed = -(-len(lengths) // learn.sft_batch_size) * learn.sft_epochs
     table = Table(title=f"SFT, {learn.sft_batch_size} rows a step, {args.steps} steps (median of {args.repeats})")
-    columns = ("mode", "micro-batches", "attention", "checkpointing", "s / step", "computed / real tokens")
+    columns = ("mode", "micro-batches", "attention", "checkpointing", "loss head", "s / step", "computed / real tokens")
     for column in (*columns, "loss at the end", "warm start min", "speed-up"):
         table.add_column(column, justify="right")
     for name, row in rows.items():
-        micro, attention, checkpointing = modes[name]
+        micro, attention, checkpointing, trl_loss = modes[name]
         table.add_row(
-            name, str(micro), attention, "on" if checkpointing else "off", f"{row['step_s']:.2f}",
+            name, str(micro), attention, "on" if checkpointing else "off", "TRL's" if trl_loss else "completions",
+            f"{row['step_s']:.2f}",
             f"{row['padded_per_real_token']:.2f}", f"{row['final_loss']:.3f}",
             f"{row['step_s'] * steps_per_seed / 60:.1f}", f"{reference / row['step_s']:.2f}x",
         )  # fmt: skip

@@ -16,7 +16,7 @@ import copy
 import json
 import os
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
@@ -180,6 +180,9 @@ class Step:
     """format-violation kinds of this completion (see agemem.core.protocol)."""
 
 
+STEP_FIELDS = fields(Step)
+
+
 @dataclass
 class Trajectory:
     task_id: str
@@ -219,8 +222,10 @@ class Trajectory:
         return [s for s in self.steps if s.stage == stage]
 
     def to_json(self) -> dict[str, Any]:
+        """A JSON-ready view for writing at once: it shares the trajectory's lists and dicts, not copies of them
+        (``dataclasses.asdict`` copied every step's token ids, a tenth of a scripted expert's rollout time)."""
         data = {f.name: getattr(self, f.name) for f in fields(self)}
-        data["steps"] = [asdict(s) for s in self.steps]
+        data["steps"] = [{f.name: getattr(s, f.name) for f in STEP_FIELDS} for s in self.steps]
         data["stats"] = self.stats.to_json()
         return data
 

@@ -286,9 +286,31 @@ def _sampling_strategy(settings: SFTSettings) -> str:
     return "batch_rebalance" if settings.micro_batches > 1 else "random"
 
 
+def completion_loss(model: PreTrainedModel, inputs: dict[str, Any], num_items_in_batch: Any = None) -> Any:
+    """Next-token cross-entropy summed over the completion tokens, divided by the batch's completion tokens:
+
+        L = -(1/N) sum_{t: labels[t+1] != -100} log p(labels[t+1] | ids[:t+1]),   N = ``num_items_in_batch``
+
+    (N is the whole accumulated batch's count, so micro-batches sum to the whole batch's loss; the micro-batch's
+    own count when None). The LM head runs only at those positions: the same loss as TRL's completion-only
+    loss, whose chunked head scores every position, in 0.86x the step time on the recipe's CPU model
+    (``bench/sft_batching.py``, modes ``3:sdpa:trl`` and ``3:sdpa``)."""
+    from torch.nn import functional
+
+    labels_BT = inputs["labels"]
+    passed = {k: inputs[k] for k in ("input_ids", "attention_mask", "position_ids") if inputs.get(k) is not None}
+    hidden_BTH = model.get_decoder()(**passed, use_cache=False).last_hidden_state
+    targets_BT = labels_BT[:, 1:]
+    scored_BT = targets_BT != -100
+    logits_NV = model.get_output_embeddings()(hidden_BTH[:, :-1][scored_BT])
+    count = scored_BT.sum() if num_items_in_batch is None else num_items_in_batch
+    return functional.cross_entropy(logits_NV.float(), targets_BT[scored_BT], reduction="sum") / count
+
+
 def _seeded_trainer_class():
-    """``SFTTrainer`` whose length-balanced sampler shuffles with ``args.seed``: transformers builds its
-    ``BatchRebalanceSampler`` with a fixed seed (42), so every run seed would see the same row order."""
+    """``SFTTrainer`` whose length-balanced sampler shuffles with ``args.seed`` (transformers builds its
+    ``BatchRebalanceSampler`` with a fixed seed, 42, so every run seed would see the same row order) and whose loss
+    is :func:`completion_loss`."""
     from transformers.trainer_pt_utils import BatchRebalanceSampler
     from trl import SFTTrainer
 
@@ -298,6 +320,11 @@ def _seeded_trainer_class():
             if isinstance(sampler, BatchRebalanceSampler):  # it reads its seed when iterated, so this takes effect
                 sampler.seed = self.args.seed
             return sampler
+
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            if return_outputs:  # evaluation asks for outputs; the warm start never evaluates inside the trainer
+                return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+            return completion_loss(model, inputs, num_items_in_batch)
 
     return SeededSFTTrainer
 

@@ -243,3 +243,47 @@ def test_micro_batches_must_divide_the_batch():
         SFTSettings(batch_size=12, micro_batches=5)
     with pytest.raises(ValueError, match="pick one"):
         SFTSettings(batch_size=12, micro_batches=2, group_by_length=True)
+
+
+def test_completion_loss_is_the_mean_cross_entropy_of_the_completion_tokens(demonstrations):
+    """A model whose every weight is 0 gives logits 0: each scored token costs ln V. Two rows of 7 tokens, 3 and 2
+    of them scored (-100 elsewhere): L = 5 ln V / 5 = ln V; with N = 10 (the accumulated batch's count), ln V / 2."""
+    import math
+
+    from agemem.recipes.learn.sft import completion_loss
+
+    tokenizer, _ = demonstrations
+    model = _tiny(tokenizer)
+    for parameter in model.parameters():
+        torch.nn.init.zeros_(parameter)
+    vocab = model.get_output_embeddings().weight.shape[0]
+    input_ids = torch.randint(0, vocab, (2, 7))
+    labels = torch.full((2, 7), -100)
+    labels[0, 4:], labels[1, 5:] = input_ids[0, 4:], input_ids[1, 5:]  # positions 0 are never targets
+    inputs = {"input_ids": input_ids, "attention_mask": torch.ones_like(input_ids), "labels": labels}
+    assert completion_loss(model, inputs).item() == pytest.approx(math.log(vocab), rel=1e-6)
+    assert completion_loss(model, inputs, torch.tensor(10)).item() == pytest.approx(math.log(vocab) / 2, rel=1e-6)
+
+
+def test_completion_loss_equals_trl_completion_only_loss_on_padded_batches(demonstrations, tmp_path):
+    """The recipe's trainer scores completions only; TRL's own loss scores every position with a chunked head and
+    masks. On the demonstrations' padded collated batches, with a random model, both give the same loss."""
+    from trl import SFTConfig, SFTTrainer
+
+    from agemem.recipes.learn.sft import completion_loss
+
+    tokenizer, trajectories = demonstrations
+    dataset = demonstration_dataset(trajectories)
+    torch.manual_seed(0)
+    model = _tiny(tokenizer)
+    args = SFTConfig(
+        output_dir=str(tmp_path), per_device_train_batch_size=4, use_cpu=True, report_to="none", bf16=False
+    )
+    trainer = SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer)
+    batch = next(iter(trainer.get_train_dataloader()))
+    assert (batch["attention_mask"] == 0).any()  # rows of different lengths: padding is in play
+    scored = (batch["labels"][:, 1:] != -100).sum()
+    with torch.no_grad():
+        theirs = trainer.compute_loss(model, dict(batch), num_items_in_batch=scored)
+        ours = completion_loss(model, dict(batch), scored)
+    assert ours.item() == pytest.approx(theirs.item(), rel=1e-5)
