@@ -41,10 +41,10 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Generator, Iterable, Sequence
+from collections.abc import Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from agemem.core.chat import end_of_turn_ids
 from agemem.core.configlib import ConfigError, to_dict
@@ -90,6 +90,8 @@ if TYPE_CHECKING:
     from agemem.eval.config import EvalRunConfig
     from agemem.rollouts.driver import EpisodeRun
     from agemem.rollouts.engines.base import Engine, SamplingParams
+
+Number = TypeVar("Number", int, float)
 
 SCOPE_PREFIX = "locomo/"
 """a conversation's long-term memory lives in scope ``locomo/<sample id>``."""
@@ -185,20 +187,12 @@ def j_scores(records: Sequence[dict[str, Any]], judge: Any) -> list[tuple[float 
     return out
 
 
-def add_costs(*costs: dict[str, float]) -> dict[str, float]:
-    """Key-wise sums of cost dicts (:func:`agemem.eval.metrics.llm_cost`)."""
-    total: dict[str, float] = {}
-    for cost in costs:
-        for key, value in cost.items():
-            total[key] = total.get(key, 0.0) + value
-    return total
-
-
-def sum_counts(counts: Iterable[dict[str, int]]) -> dict[str, int]:
-    """Key-wise sums of counts by name (tool calls per tool)."""
-    total: dict[str, int] = {}
-    for count in counts:
-        for key, value in count.items():
+def keywise_sum(dicts: Iterable[Mapping[str, Number]]) -> dict[str, Number]:
+    """Key-wise sums of dicts of numbers: costs (:func:`agemem.eval.metrics.llm_cost`, floats stay floats)
+    and tool-call counts (ints stay ints)."""
+    total: dict[str, Number] = {}
+    for numbers in dicts:
+        for key, value in numbers.items():
             total[key] = total.get(key, 0) + value
     return total
 
@@ -279,7 +273,7 @@ class IngestState:
             ) from err
 
     def cost_of(self, sample_id: str) -> dict[str, float]:
-        return add_costs(*(s["cost"] for s in self.sessions if s["conversation"] == sample_id))
+        return keywise_sum(s["cost"] for s in self.sessions if s["conversation"] == sample_id)
 
 
 def session_record(
@@ -322,11 +316,11 @@ def ingest_summary(state: IngestState) -> dict[str, Any] | None:
         "rounds": state.rounds,
         "wall_s": round(state.wall_s, 3),
         "steps": sum(s["steps"] for s in state.sessions),
-        "tool_calls": sum_counts(s["tool_calls"] for s in state.sessions),
+        "tool_calls": keywise_sum(s["tool_calls"] for s in state.sessions),
         "ended_by": ended,
         "dropped_messages": sum(s["dropped_messages"] for s in state.sessions),
         "memory_entries": {sample: s["memory_entries"] for sample, s in last.items()},
-        "cost": add_costs(*(s["cost"] for s in state.sessions)),
+        "cost": keywise_sum(s["cost"] for s in state.sessions),
     }
 
 
@@ -522,7 +516,7 @@ class LocomoSession:
         ingest = scale_cost(self.ingestion.state.cost_of(sample), share)
         record["answer_cost"] = record["cost"]
         record["ingest_cost"] = ingest
-        record["cost"] = add_costs(record["cost"], ingest)
+        record["cost"] = keywise_sum([record["cost"], ingest])
 
     def committed(self, done: int) -> None:
         pass
