@@ -45,7 +45,6 @@ GRPO_STEP_KEYS = (
     "time/step_s",
 )
 """the training metrics a packed seed keeps per GRPO step."""
-STORED_OK = "Add_memory"
 
 
 def main() -> None:
@@ -115,9 +114,7 @@ def stage1_stores(samples: Path, *, window: int = 5) -> dict[str, Any]:
     for name, chosen in spans.items():
         picked = [row for step, row in by_step if step in chosen]
         messages = max((_stage1_messages(t) for t in picked), default=0)
-        stored = [
-            sum(_stored_turn(t, turn) for t in picked) / len(picked) if picked else math.nan for turn in range(messages)
-        ]
+        stored = [sum(_stored_turn(t, turn) for t in picked) / len(picked) for turn in range(messages)]
         out[name] = {"steps": chosen, "trajectories": len(picked), "stored_by_message": stored}
     return out
 
@@ -128,7 +125,7 @@ def _stage1_messages(trajectory: dict[str, Any]) -> int:
 
 def _stored_turn(trajectory: dict[str, Any], turn: int) -> bool:
     return any(
-        call.get("name") == STORED_OK and not call.get("error")
+        call.get("name") == "Add_memory" and not call.get("error")
         for step in trajectory["steps"]
         if step["stage"] == 1 and step["turn"] == turn
         for call in step["tool_calls"]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import random
 from pathlib import Path
@@ -12,16 +11,14 @@ import pytest
 from agemem.core.configlib import load_config
 from agemem.entrypoints.roots import AgeMemConfig
 from agemem.recipes.learn.evaluate import ci_dict
+from tests.bench_scripts import load_bench_script
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def seeds_bench():
-    spec = importlib.util.spec_from_file_location("bench_learning_seeds", ROOT / "bench" / "learning_seeds.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench_script("learning_seeds")
 
 
 @pytest.fixture(scope="module")
