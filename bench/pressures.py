@@ -16,6 +16,12 @@ real when using the tool raises exact match (the task score alone, no reward ter
   tasks: update vs store the change beside the stale entry;
 * ``revisions_mixed_replace``: the same tasks, the rewrite (the entry keeps its unchanged fact) vs overwriting the
   entry with the changed sentence alone (``learn.expert_maintenance: replace``, which loses it);
+* ``revisions_restated_overwrite``: the mixed questions, and the change message restates the person's other facts
+  (``data.synthetic.restate_unchanged``): overwriting the entry the expert's own Add stored, in reply to the change
+  and without a lookup, with the message as it came (``learn.expert_maintenance: overwrite``, short ids) vs storing
+  the message beside it; both store whole messages, as the recipe's expert does;
+* ``revisions_restated_shortcut``: the same tasks, overwriting vs the shortcut GRPO found when every question asked
+  the change: store no person's first message, only the changes;
 * ``context``: Stage 2 is long (8 messages of 8 look-alike sentences) and a prompt over 1,024 tokens fails, as a
   request over a served model's window does (``rollout.max_prompt_tokens``): an expert that summarises the
   context after each Stage-2 message (``Summary_context``) vs one that lets it grow.
@@ -90,6 +96,20 @@ PRESSURES = (
         MIXED,
         CAREFUL,
         ExpertHabits(1.0, 0.0, 1.0, update_stale=1.0, maintenance="replace"),
+        "Update_memory",
+    ),
+    Pressure(
+        "revisions_restated_overwrite",
+        (*MIXED, "data.synthetic.restate_unchanged=true", "env.ltm.id_style=short"),
+        ExpertHabits(1.0, 0.0, 1.0, update_stale=1.0, maintenance="overwrite", whole_message=True),
+        ExpertHabits(1.0, 0.0, 1.0, update_stale=0.0, whole_message=True),
+        "Update_memory",
+    ),
+    Pressure(
+        "revisions_restated_shortcut",
+        (*MIXED, "data.synthetic.restate_unchanged=true", "env.ltm.id_style=short"),
+        ExpertHabits(1.0, 0.0, 1.0, update_stale=1.0, maintenance="overwrite", whole_message=True),
+        ExpertHabits(0.0, 0.0, 1.0, update_stale=0.0, whole_message=True, store_change=1.0),
         "Update_memory",
     ),
     Pressure(

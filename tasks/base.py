@@ -58,6 +58,9 @@ class SyntheticConfig:
     revised_question_share: float = 1.0
     """with revisions: the share of questions that ask a changed fact; the rest ask an unchanged one (any person's),
     so storing only the change fails them and a deleted or overwritten entry loses its other facts."""
+    restate_unchanged: bool = False
+    """with revisions: a change message also restates the person's unchanged facts, so overwriting the stale entry
+    with the message as it came (one Update_memory, a copy like any Add_memory) loses nothing."""
 
     def validate(self) -> None:
         if self.num_tasks < 1:
@@ -66,6 +69,11 @@ class SyntheticConfig:
             raise ConfigError(
                 f"revised_question_share={self.revised_question_share} must be in [0, 1] "
                 "(1: every question asks a changed fact)"
+            )
+        if self.restate_unchanged and not self.revisions:
+            raise ConfigError(
+                "restate_unchanged=true restates a person's unchanged facts in the message that changes one, but "
+                "revisions=0 changes nothing: set revisions >= 1 or restate_unchanged=false"
             )
 
 

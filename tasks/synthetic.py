@@ -159,6 +159,7 @@ def generate_synthetic_tasks(
     revisions: int = 0,
     distractor_sentences: int = 1,
     revised_question_share: float = 1.0,
+    restate_unchanged: bool = False,
 ) -> list[Task]:
     """``num_tasks`` tasks, ids ``synthetic-{seed}-{i}``; the same arguments always give the same tasks.
 
@@ -171,6 +172,9 @@ def generate_synthetic_tasks(
     fact that did not change (any person's, the changed person's other facts included), so storing only the
     change fails them and deleting or overwriting the stale entry loses its unchanged facts: only a rewrite
     (Update) answers both kinds.
+    ``restate_unchanged``: a change message also restates the person's unchanged facts ("Velora Quint has moved
+    to Lima. Velora Quint plays the cello."), so it can replace the stale entry whole: overwriting that entry with
+    the message as it came loses nothing, and the fix costs one ``Update_memory`` the size of an ``Add_memory``.
     ``distractor_sentences``: look-alike sentences in each distractor (one Stage-2 message each); more make a
     long Stage 2 whose messages an agent must filter or summarise to stay inside a prompt budget.
     """
@@ -182,6 +186,13 @@ def generate_synthetic_tasks(
     _check_int("revisions", revisions, 0, min(entities_per_task * attributes_per_entity, MAX_ENTITIES))
     _check_int("distractor_sentences", distractor_sentences, 1, 20)
     _check_share("revised_question_share", revised_question_share)
+    if not isinstance(restate_unchanged, bool):
+        raise ConfigError(f"restate_unchanged={restate_unchanged!r} must be true or false")
+    if restate_unchanged and not revisions:
+        raise ConfigError(
+            "restate_unchanged=true restates a person's unchanged facts in the message that changes one, but "
+            "revisions=0 changes nothing: set revisions >= 1 or restate_unchanged=false"
+        )
     if revisions and revised_question_share < 1 and entities_per_task * attributes_per_entity <= revisions:
         raise ConfigError(
             f"revised_question_share={revised_question_share} asks some questions about a fact that does not change, "
@@ -200,6 +211,7 @@ def generate_synthetic_tasks(
         revisions,
         distractor_sentences,
         revised_question_share,
+        restate_unchanged,
     )
     return [_generate_task(seed, index, shape) for index in range(num_tasks)]
 
@@ -248,6 +260,7 @@ class _Shape:
     revisions: int
     sentences: int
     revised_question_share: float
+    restate_unchanged: bool = False
 
 
 def _generate_task(seed: int, index: int, shape: _Shape) -> Task:
@@ -327,7 +340,10 @@ def _draw_task(rng: random.Random, seed: int, index: int, shape: _Shape) -> Task
         old, new = facts[name][key], pool[key].pop()
         changes.append({"entity": name, "attribute": key, "old": old, "new": new})
         facts[name][key] = new
-        contexts.append(Paragraph(title=news_title(name), sentences=[BY_NAME[key].revise(name, new)]))
+        sentences = [BY_NAME[key].revise(name, new)]
+        if shape.restate_unchanged:  # the person's other facts as Stage 1 stated them: the message replaces it whole
+            sentences += [BY_NAME[other].state(name, value) for other, value in facts[name].items() if other != key]
+        contexts.append(Paragraph(title=news_title(name), sentences=sentences))
 
     # the default share (1) draws nothing here, so those tasks are the ones generated before the setting existed
     asks_change = bool(changes) and (shape.revised_question_share >= 1.0 or rng.random() < shape.revised_question_share)
@@ -418,7 +434,8 @@ def _is_clean(task: Task) -> bool:
     answer = task.answer.lower()
     support = task.supporting_facts[0]
     sentences = [s for p in task.contexts for s in p.sentences]
-    if answer in task.question.lower() or sum(answer in s.lower() for s in sentences) != 1:
+    # distinct sentences: a change message's restatement of a fact repeats its sentence word for word
+    if answer in task.question.lower() or len({s for s in sentences if answer in s.lower()}) != 1:
         return False
     if answer not in support.text.lower() or any(answer in d.lower() for d in task.distractors):
         return False
@@ -446,6 +463,7 @@ def load_synthetic_tasks(config: TaskRunConfig) -> list[Task]:
         revisions=synthetic.revisions,
         distractor_sentences=synthetic.distractor_sentences,
         revised_question_share=synthetic.revised_question_share,
+        restate_unchanged=synthetic.restate_unchanged,
     )
 
 

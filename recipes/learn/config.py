@@ -52,10 +52,12 @@ class LearnConfig:
     """expert: probability of retrieving before answering."""
     expert_update_stale: float = 0.0
     """expert: probability of updating a stored fact that a later Stage-1 message changes (data.synthetic.revisions)."""
-    expert_maintenance: Literal["update", "replace", "delete"] = "update"
+    expert_maintenance: Literal["update", "replace", "delete", "overwrite"] = "update"
     """expert: a stale entry is rewritten (``update``: Update_memory, one sentence replaced), overwritten by the
-    changed sentence its lookup quoted (``replace``: one call, a near copy) or deleted with the change stored as it
-    came (``delete``: Delete_memory + Add_memory in one reply)."""
+    changed sentence its lookup quoted (``replace``: one call, a near copy), deleted with the change stored as it
+    came (``delete``: Delete_memory + Add_memory in one reply), or overwritten without a lookup by the change as it
+    came, the id read from the earlier Add_memory's result (``overwrite``: one call; pair it with
+    data.synthetic.restate_unchanged so the entry keeps the person's other facts)."""
     expert_lookup_stored_only: bool = False
     """expert: look a change up only when its own earlier Add_memory stored the sentence it changes (every lookup then
     finds the stale entry; without it, half of them return another person's entry at expert_store_fact 0.5)."""
@@ -121,6 +123,12 @@ class LearnConfig:
             raise ConfigError(
                 "sft_maintenance_drills=true trains the drills' maintenance replies, but learn.sft_drills=0 plays no "
                 "drill; set learn.sft_drills > 0 or learn.sft_maintenance_drills=false"
+            )
+        if self.sft_maintenance_drills and self.expert_maintenance == "overwrite":
+            raise ConfigError(
+                "sft_maintenance_drills=true trains the fix written after a lookup, but expert_maintenance=overwrite "
+                "looks nothing up (the id is read from the earlier Add_memory's result): set "
+                "learn.sft_maintenance_drills=false or another learn.expert_maintenance"
             )
         if self.sft_answer_copies < 0:
             raise ConfigError(f"sft_answer_copies={self.sft_answer_copies} must be >= 0 (0: none)")

@@ -14,8 +14,12 @@ probability so that the imitating policy has room to improve:
   the fact up (``Retrieve_memory`` with the change) and rewrites the entry that states the old value
   (``Update_memory``, the old sentence replaced by the change), or with ``maintenance='replace'`` overwrites it with
   the changed sentence alone, or with ``maintenance='delete'`` deletes that entry and stores the change as it came
-  (``Delete_memory`` and ``Add_memory``); otherwise, or when nothing stored
-  states it, the change is stored like any fact (``store_fact``), beside the stale entry. With
+  (``Delete_memory`` and ``Add_memory``), or with ``maintenance='overwrite'`` overwrites, without a lookup, the
+  entry its own earlier ``Add_memory`` stored the old value in (its id read from that call's result in the Stage-1
+  context) with the change message as it came (``Update_memory``; with ``data.synthetic.restate_unchanged`` the
+  message restates the person's other facts, so nothing is lost); otherwise, or when nothing stored
+  states it, the change is stored like any fact (``store_fact``, or ``store_change`` when set), beside the stale
+  entry. With
   ``lookup_stored_only`` it looks up only what its own earlier ``Add_memory`` stored;
 * Stage 3: it calls ``Retrieve_memory`` with the question with probability ``retrieve``, then
   answers from what it can see: the first sentence stating the asked person's value (in a retrieval, the
@@ -34,6 +38,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import itertools
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -93,13 +98,18 @@ class ExpertHabits:
     """how a stale entry is brought up to date: ``update`` rewrites it (Update_memory with the old sentence
     replaced); ``replace`` overwrites it with the changed sentence alone, the lookup's query (Update_memory; the
     entry's other facts are lost); ``delete`` deletes it and stores the change as it came (Delete_memory and
-    Add_memory in one reply)."""
+    Add_memory in one reply); ``overwrite`` needs no lookup: it overwrites the entry its own earlier Add_memory
+    stored the old value in, the id read from that call's result, with the change as it is stored (Update_memory,
+    in reply to the change)."""
     lookup_stored_only: bool = False
     """look a change up only when an earlier ``Add_memory`` of this conversation stored the sentence it changes (the
     call sits in the same Stage-1 context), so every lookup finds the stale entry; otherwise it looks up whether or
     not it stored it, and a lookup may return another person's entry."""
     summarise_context: float = 0.0
     """probability of summarising the context after a Stage-2 distractor it did not store."""
+    store_change: float | None = None
+    """probability of storing a change it does not bring an entry up to date with; None: ``store_fact``, as any
+    Stage-1 message (``store_fact=0, store_change=1`` is the shortcut of storing only the changes)."""
     seed: int = 0
     """seed of the expert's coin flips."""
     quote_evidence: bool = False
@@ -117,9 +127,9 @@ class ExpertHabits:
             raise ValueError(f"quote_style={self.quote_style!r} is not one of {QUOTE_STYLES}")
         if self.maintenance not in MAINTENANCE_STYLES:
             raise ValueError(f"maintenance={self.maintenance!r} is not one of {MAINTENANCE_STYLES}")
-        for name in ("store_fact", "store_distractor", "retrieve", "update_stale", "summarise_context"):
+        for name in ("store_fact", "store_distractor", "retrieve", "update_stale", "summarise_context", "store_change"):
             value = getattr(self, name)
-            if not 0.0 <= value <= 1.0:
+            if value is not None and not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name}={value} is a probability; use a value in [0, 1]")
 
 
@@ -207,8 +217,14 @@ class SyntheticExpert:
         calls = [name for m in after if m["role"] == "assistant" for name in called_tools(m["content"])]
         if calls and calls[-1] != "Retrieve_memory":  # updated or stored: done with this message
             return answer_text("Noted.", "OK")
+        stored_change = message if self.habits.whole_message else current
         if not calls:
             wants = self._flip(task, f"update:{title}", self.habits.update_stale)
+            if self.habits.maintenance in WITHOUT_LOOKUP:  # the stale entry's id is in the context already
+                entry = stored_entry(before, stale)
+                if wants and entry is not None and self._offers(1, MAINTENANCE_TOOL[self.habits.maintenance]):
+                    return MAINTENANCE[self.habits.maintenance](entry, stale, current, stored_change)
+                wants = False
             if self.habits.lookup_stored_only:
                 wants = wants and stored_earlier(before, stale)
             maintains = MAINTENANCE_TOOL[self.habits.maintenance]
@@ -219,11 +235,10 @@ class SyntheticExpert:
         else:  # the lookup came back: bring the entry that states the old value up to date, if one does
             for memory in retrieved_memories(after[-1]["content"]):
                 if stale in memory.get("content", ""):
-                    stored_change = message if self.habits.whole_message else current
                     return MAINTENANCE[self.habits.maintenance](memory, stale, current, stored_change)
-        if self._offers(1, "Add_memory") and self._flip(task, f"fact:{title}", self.habits.store_fact):
-            content = message if self.habits.whole_message else current
-            return tool_call_text("Worth keeping.", [("Add_memory", {"content": content})])
+        store_change = self.habits.store_fact if self.habits.store_change is None else self.habits.store_change
+        if self._offers(1, "Add_memory") and self._flip(task, f"fact:{title}", store_change):
+            return tool_call_text("Worth keeping.", [("Add_memory", {"content": stored_change})])
         return answer_text("Not needed.", "OK")
 
     def _answer_question(self, task: Task, conversation: list[dict[str, str]], acted: bool) -> str:
@@ -271,10 +286,31 @@ def delete_and_store(memory: dict[str, Any], stale: str, current: str, stored_ch
     )
 
 
-MAINTENANCE = {"update": rewrite_entry, "replace": replace_entry, "delete": delete_and_store}
-"""how the expert brings a retrieved stale entry up to date (``ExpertHabits.maintenance``)."""
-MAINTENANCE_TOOL = {"update": "Update_memory", "replace": "Update_memory", "delete": "Delete_memory"}
+def overwrite_entry(memory: dict[str, Any], stale: str, current: str, stored_change: str) -> str:
+    """``overwrite``: Update_memory the entry an earlier Add_memory stored the old value in with the change as it is
+    stored, in reply to the change (no lookup: the id is the one that Add's result named)."""
+    update = {"memory_id": memory["memory_id"], "content": stored_change}
+    return tool_call_text("Out of date: overwrite it.", [("Update_memory", update)])
+
+
+MAINTENANCE = {
+    "update": rewrite_entry,
+    "replace": replace_entry,
+    "delete": delete_and_store,
+    "overwrite": overwrite_entry,
+}
+"""how the expert brings a stale entry up to date (``ExpertHabits.maintenance``): the entry its lookup retrieved,
+or for the styles in :data:`WITHOUT_LOOKUP` the one its earlier Add_memory stored."""
+MAINTENANCE_TOOL = {
+    "update": "Update_memory",
+    "replace": "Update_memory",
+    "delete": "Delete_memory",
+    "overwrite": "Update_memory",
+}
 """the tool each maintenance needs its stage to offer."""
+WITHOUT_LOOKUP = frozenset({"overwrite"})
+"""maintenance styles that find the stale entry's id in the context (an earlier Add_memory's result), not by a
+Retrieve_memory."""
 MAINTENANCE_STYLES = tuple(MAINTENANCE)
 _LEADING_NAME = re.compile(r"^[A-Z][a-z]+ [A-Z][a-z]+(?:'s)?")
 
@@ -327,26 +363,57 @@ def stored_earlier(conversation: list[dict[str, str]], sentence: str) -> bool:
     )
 
 
-def called_tools(text: str) -> list[str]:
-    """The tool names of an AgeMem response's ``<tool_call>`` (none when it has none or it does not parse)."""
+def stored_entry(conversation: list[dict[str, str]], sentence: str) -> dict[str, str] | None:
+    """``{"memory_id", "content"}`` of the entry an earlier successful ``Add_memory`` of ``conversation`` stored
+    ``sentence`` in (the last such), its id read from that call's result ("stored 1 memory entry: m2"); None
+    when no Add stored it."""
+    found = None
+    for reply, results in itertools.pairwise(conversation):
+        if reply["role"] != "assistant" or not is_tool_response(results):
+            continue
+        adds = [call.get("arguments") for call in tool_calls(reply["content"]) if call.get("name") == "Add_memory"]
+        added = [p for p in tool_payloads(results["content"]) if p.get("tool") == "Add_memory"]
+        for arguments, payload in zip(adds, added):  # one result per call, in the calls' order
+            content = arguments.get("content") if isinstance(arguments, dict) else None
+            named = re.search(r"entr(?:y|ies): (\S+)$", str(payload.get("message", "")))
+            if isinstance(content, str) and sentence in content and payload.get("ok") and named:
+                found = {"memory_id": named.group(1), "content": content}
+    return found
+
+
+def tool_calls(text: str) -> list[dict[str, Any]]:
+    """The calls (``{"name", "arguments"}``) of an AgeMem response's ``<tool_call>`` (none when it has none or it
+    does not parse)."""
     found = re.search(r"<tool_call>(.*?)</tool_call>", text, re.DOTALL)
     try:
         calls = json.loads(found.group(1)) if found else []
     except ValueError:
         return []
-    return [call.get("name", "") for call in calls if isinstance(call, dict)] if isinstance(calls, list) else []
+    return [call for call in calls if isinstance(call, dict)] if isinstance(calls, list) else []
 
 
-def retrieved_memories(text: str) -> list[dict[str, Any]]:
-    """The memories listed in a tool-response message (``<tool_response>`` blocks of JSON), in their order."""
-    memories = []
+def called_tools(text: str) -> list[str]:
+    """The tool names of an AgeMem response's ``<tool_call>`` (none when it has none or it does not parse)."""
+    return [call.get("name", "") for call in tool_calls(text)]
+
+
+def tool_payloads(text: str) -> list[dict[str, Any]]:
+    """The JSON payloads of a tool-response message's ``<tool_response>`` blocks, in their order (an unparsable
+    block is skipped)."""
+    payloads = []
     for block in re.findall(r"<tool_response>(.*?)</tool_response>", text, re.DOTALL):
         try:
             payload = json.loads(block)
         except ValueError:
             continue
-        memories += [m for m in payload.get("memories", []) if isinstance(m, dict)] if isinstance(payload, dict) else []
-    return memories
+        if isinstance(payload, dict):
+            payloads.append(payload)
+    return payloads
+
+
+def retrieved_memories(text: str) -> list[dict[str, Any]]:
+    """The memories listed in a tool-response message (``<tool_response>`` blocks of JSON), in their order."""
+    return [m for payload in tool_payloads(text) for m in payload.get("memories", []) if isinstance(m, dict)]
 
 
 @dataclass

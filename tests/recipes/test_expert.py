@@ -15,6 +15,8 @@ from agemem.recipes.learn.expert import (
     SyntheticExpert,
     evidence_thought,
     parse_chatml,
+    stored_entry,
+    tool_call_text,
     visible_answer,
 )
 from agemem.tasks.synthetic import BY_NAME, generate_synthetic_tasks
@@ -101,6 +103,8 @@ def test_expert_refuses_non_synthetic_tasks_and_bad_probabilities(tasks):
         SyntheticExpert([replace(tasks[0], metadata={"source": "hotpotqa"})], ExpertHabits())
     with pytest.raises(ValueError, match=r"retrieve=1\.5 is a probability"):
         ExpertHabits(retrieve=1.5)
+    with pytest.raises(ValueError, match=r"store_change=-0\.1 is a probability"):
+        ExpertHabits(store_change=-0.1)
 
 
 def test_parse_chatml_splits_roles_and_tool_responses(qwen_tokenizer):
@@ -244,6 +248,119 @@ def test_a_deleting_expert_replaces_the_stale_entry_with_the_change_as_it_came(q
         else:
             assert re.fullmatch(r"mem_[0-9a-f]{8}", deletion["arguments"]["memory_id"])
         assert trajectory.answer == task.answer and all(not s.violations for s in trajectory.steps)
+
+
+@pytest.fixture(scope="module")
+def restated():
+    """Revised tasks whose change message restates the person's other fact; half the questions ask the change."""
+    return generate_synthetic_tasks(
+        24,
+        seed=5,
+        attributes_per_entity=2,
+        distractors_per_task=1,
+        revisions=1,
+        revised_question_share=0.5,
+        restate_unchanged=True,
+    )
+
+
+@pytest.mark.parametrize("id_style", ["hash", "short"])
+def test_an_overwriting_expert_replaces_its_own_stale_entry_with_the_change_as_it_came(
+    qwen_tokenizer, restated, id_style
+):
+    habits = ExpertHabits(1.0, 0.0, 1.0, update_stale=1.0, maintenance="overwrite", whole_message=True)
+    trajectories = play_expert(qwen_tokenizer, restated, habits, paragraphs_per_turn=1, id_style=id_style)
+    for trajectory, task in zip(trajectories, restated):
+        (change,) = task.metadata["revisions"]
+        stale = BY_NAME[change["attribute"]].state(change["entity"], change["old"])
+        # no lookup: the three people stored, then one Update_memory in reply to the change, then the question
+        calls = [[c["name"] for c in s.tool_calls] for s in trajectory.steps if s.tool_calls]
+        assert calls == [["Add_memory"]] * 3 + [["Update_memory"], ["Retrieve_memory"]]
+        adds = [s for s in trajectory.steps if any(c["name"] == "Add_memory" for c in s.tool_calls)]
+        (stored_stale,) = [s for s in adds if stale in s.tool_calls[0]["arguments"]["content"]]
+        (update,) = [c for s in trajectory.steps for c in s.tool_calls if c["name"] == "Update_memory"]
+        # the id is the one the env named in reply to the Add that stored the stale sentence
+        assert update["arguments"]["memory_id"] in stored_stale.tool_results[0]["message"]
+        (fix,) = [s for s in trajectory.steps if s.tool_calls and s.tool_calls[0]["name"] == "Update_memory"]
+        # the content is the message the fix answers, as it came (the last user turn of its prompt)
+        last_user = fix.prompt_text.rsplit("<|im_start|>user\n", 1)[1].split("<|im_end|>")[0]
+        assert update["arguments"]["content"] == last_user
+        memory = {e["memory_id"]: e["content"] for e in trajectory.final_memory}
+        assert len(memory) == 3 and not any(stale in c for c in memory.values())
+        # the entry now holds the change message whole: the change and the person's other fact, restated
+        news = next(p for p in task.contexts if p.title.endswith("'s news"))
+        entry = memory[update["arguments"]["memory_id"]]
+        assert all(sentence in entry for sentence in news.sentences) and entry == update["arguments"]["content"]
+        assert trajectory.answer == task.answer and all(not s.violations for s in trajectory.steps)
+
+
+def test_an_overwriting_expert_fixes_exactly_what_it_stored_and_never_looks_up(qwen_tokenizer, restated):
+    # imperfect habits: a person's message is stored half the time and a stored stale entry overwritten half the time
+    habits = ExpertHabits(0.5, 0.0, 1.0, update_stale=0.5, maintenance="overwrite", whole_message=True, seed=4)
+    trajectories = play_expert(qwen_tokenizer, restated, habits, paragraphs_per_turn=1, id_style="short")
+    seen = {"overwrote": 0, "stored, left": 0, "not stored": 0}
+    for trajectory, task in zip(trajectories, restated):
+        (change,) = task.metadata["revisions"]
+        stale = BY_NAME[change["attribute"]].state(change["entity"], change["old"])
+        stage1 = [c for s in trajectory.steps if s.stage == 1 for c in s.tool_calls]
+        assert "Retrieve_memory" not in [c["name"] for c in stage1]
+        stored = any(c["name"] == "Add_memory" and stale in c["arguments"]["content"] for c in stage1)
+        updates = [c for c in stage1 if c["name"] == "Update_memory"]
+        kept = any(stale in e["content"] for e in trajectory.final_memory)
+        if updates:  # only ever the stale entry, which is then gone
+            assert stored and not kept and len(updates) == 1
+            seen["overwrote"] += 1
+        else:
+            assert kept == stored
+            seen["stored, left" if stored else "not stored"] += 1
+        assert all(not s.violations for s in trajectory.steps)
+    assert all(seen.values()), seen  # every branch taken on these 24 tasks
+
+
+def test_the_shortcut_expert_stores_only_the_change_and_misses_the_other_people(qwen_tokenizer, restated):
+    habits = ExpertHabits(0.0, 0.0, 1.0, whole_message=True, store_change=1.0)
+    trajectories = play_expert(qwen_tokenizer, restated, habits, paragraphs_per_turn=1, id_style="short")
+    kinds = set()
+    for trajectory, task in zip(trajectories, restated):
+        (change,) = task.metadata["revisions"]
+        news = next(p for p in task.contexts if p.title.endswith("'s news"))
+        (entry,) = [e["content"] for e in trajectory.final_memory]  # the change message, nothing else
+        assert all(sentence in entry for sentence in news.sentences)
+        # the restated change answers every question about the changed person, none about the other two
+        about_changed = task.metadata["entity"] == change["entity"]
+        assert (trajectory.answer == task.answer) == about_changed
+        kinds.add((task.metadata["type"], about_changed))
+    assert kinds == {("revised-fact", True), ("unchanged-fact", True), ("unchanged-fact", False)}
+
+
+def test_stored_entry_reads_the_id_from_the_result_of_the_add_that_stored_it():
+    def reply(*calls):
+        return {"role": "assistant", "content": tool_call_text("Keep.", list(calls))}
+
+    def results(*payloads):
+        blocks = "\n".join(f"<tool_response>\n{json.dumps(p)}\n</tool_response>" for p in payloads)
+        return {"role": "user", "content": blocks}
+
+    conversation = [
+        {"role": "user", "content": "Ana Bel plays the harp. Ana Bel lives in Oslo."},
+        # two calls, two results in the calls' order: the second Add stored the sentence
+        reply(("Retrieve_memory", {"query": "harp"}), ("Add_memory", {"content": "Ana Bel lives in Oslo."})),
+        results(
+            {"tool": "Retrieve_memory", "ok": True, "message": "found 0", "memories": []},
+            {"tool": "Add_memory", "ok": True, "message": "stored 1 memory entry: m7"},
+        ),
+        # a failed Add of it names no entry
+        reply(("Add_memory", {"content": "Ana Bel lives in Oslo!"})),
+        results({"tool": "Add_memory", "ok": False, "message": "content has 9999 characters"}),
+    ]
+    assert stored_entry(conversation, "lives in Oslo") == {"memory_id": "m7", "content": "Ana Bel lives in Oslo."}
+    assert stored_entry(conversation, "plays the harp") is None  # said, never stored
+    # stored twice: the later entry is the one a fix overwrites
+    conversation += [
+        reply(("Add_memory", {"content": "Ana Bel lives in Oslo, still."})),
+        results({"tool": "Add_memory", "ok": True, "message": "stored 1 memory entry: mem_0badc0de"}),
+    ]
+    assert stored_entry(conversation, "lives in Oslo")["memory_id"] == "mem_0badc0de"
 
 
 def test_an_expert_that_skips_the_update_keeps_both_and_reads_its_best_match(qwen_tokenizer, revised):

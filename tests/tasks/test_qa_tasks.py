@@ -513,6 +513,49 @@ def test_revised_question_share_is_checked(share):
         )
 
 
+@pytest.mark.parametrize("params", MIXED_GRID)
+@pytest.mark.parametrize("share", [1.0, 0.5])
+def test_a_restated_change_carries_the_persons_other_facts_as_they_stand(params, share):
+    tasks = generate_synthetic_tasks(60, revised_question_share=share, restate_unchanged=True, **params)
+    for task in tasks:
+        # each person's statements as they stand, brought forward message by message
+        standing = {p.title: list(p.sentences) for p in task.contexts if not p.title.endswith("'s news")}
+        news = [p for p in task.contexts if p.title.endswith("'s news")]
+        assert len(news) == len(task.metadata["revisions"])
+        for change, paragraph in zip(task.metadata["revisions"], news):
+            attribute, entity = BY_NAME[change["attribute"]], change["entity"]
+            stale, kept = attribute.state(entity, change["old"]), attribute.state(entity, change["new"])
+            assert paragraph.title == f"{entity}'s news" and stale in standing[entity]
+            # the change, then every other statement of the person as it stands, in the person's order
+            expected = [attribute.revise(entity, change["new"])] + [s for s in standing[entity] if s != stale]
+            assert paragraph.sentences == expected
+            standing[entity] = [kept if s == stale else s for s in standing[entity]]
+        # the answer still sits in one sentence, repeated word for word by a restatement at most
+        [fact] = task.supporting_facts
+        answer = task.answer.lower()
+        assert {s for p in task.contexts for s in p.sentences if answer in s.lower()} == {fact.text}
+        assert answer not in task.question.lower() and all(answer not in d.lower() for d in task.distractors)
+        if task.metadata["type"] == "unchanged-fact" and task.metadata["entity"] in {
+            c["entity"] for c in task.metadata["revisions"]
+        }:
+            assert any(fact.text in p.sentences for p in news)  # the changed person's other fact: restated
+
+
+def test_restating_is_off_by_default_and_needs_a_revision():
+    params = {"seed": 3, "attributes_per_entity": 2, "distractors_per_task": 2, "revisions": 1}
+    plain = generate_synthetic_tasks(30, **params)
+    assert generate_synthetic_tasks(30, restate_unchanged=False, **params) == plain
+    restated = generate_synthetic_tasks(30, restate_unchanged=True, **params)
+    # the same draws: only the change messages grow (every question here asks the change, held by one sentence)
+    assert [t.contexts[:-1] for t in restated] == [t.contexts[:-1] for t in plain]
+    assert all(r.contexts[-1].sentences[0] == p.contexts[-1].sentences[0] for r, p in zip(restated, plain))
+    assert all(len(r.contexts[-1].sentences) == 2 for r in restated)
+    with pytest.raises(ConfigError, match="revisions=0 changes nothing: set revisions >= 1"):
+        generate_synthetic_tasks(1, restate_unchanged=True)
+    with pytest.raises(ConfigError, match="restate_unchanged='yes' must be true or false"):
+        generate_synthetic_tasks(1, revisions=1, restate_unchanged="yes")
+
+
 @pytest.mark.parametrize(("sentences", "params"), [(3, {"seed": 1}), (6, {"seed": 8, "distractors_per_task": 12})])
 def test_long_distractors_hold_that_many_lookalike_sentences_and_never_the_answer(sentences, params):
     plain = generate_synthetic_tasks(30, **params)
