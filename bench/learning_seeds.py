@@ -9,9 +9,9 @@ cross-seed report that ``agemem learn learn.seeds=[0,1,2,3,4]`` would have writt
     python bench/learning_seeds.py compile bench/results/learning_fast_sft_seed{0,1,2,3,4}.json \\
         --out bench/results/learning_fast_sft.json --plot docs/img/learning_fast_sft.png
 
-``pack`` also reads the GRPO stage's logged trajectory samples for what the policy stored in Stage 1, message by
-message (``stage1_stores``): a policy that stores only the last Stage-1 message (the change the question asks)
-avoids a stale entry without Update, and this is where that shows.
+``pack`` also reads the GRPO stage's logged trajectory samples for what the policy stored and updated in Stage 1,
+message by message (``stage1_stores``): a policy that stores only the last Stage-1 message (the change the question
+asks) avoids a stale entry without Update, and this is where that shows, as does an update in reply to the change.
 
 Files packed before ``em_differences`` was recorded hold each seed's paired EM interval only; EM differences are
 -1, 0 or +1 an episode, so the mean and the Student-t interval over n episodes fix how many of each there were,
@@ -103,7 +103,8 @@ def pack_seed(config, run: Path, *, what: str, machine: str) -> dict[str, Any]:
 
 def stage1_stores(samples: Path, *, window: int = 5) -> dict[str, Any]:
     """Share of the logged training trajectories that stored each Stage-1 message (a successful
-    ``Add_memory`` in the reply to it), over the first and the last ``window`` GRPO steps."""
+    ``Add_memory`` in the reply to it) and that changed an entry in reply to it (an ``Update_memory`` or
+    ``Delete_memory`` the store carried out), over the first and the last ``window`` GRPO steps."""
     from agemem.train.metrics import trajectory_step
 
     rows = [json.loads(line) for line in samples.read_text().splitlines() if line.strip()]
@@ -115,7 +116,13 @@ def stage1_stores(samples: Path, *, window: int = 5) -> dict[str, Any]:
         picked = [row for step, row in by_step if step in chosen]
         messages = max((_stage1_messages(t) for t in picked), default=0)
         stored = [sum(_stored_turn(t, turn) for t in picked) / len(picked) for turn in range(messages)]
-        out[name] = {"steps": chosen, "trajectories": len(picked), "stored_by_message": stored}
+        updated = [sum(_changed_turn(t, turn) for t in picked) / len(picked) for turn in range(messages)]
+        out[name] = {
+            "steps": chosen,
+            "trajectories": len(picked),
+            "stored_by_message": stored,
+            "updated_by_message": updated,
+        }
     return out
 
 
@@ -129,6 +136,16 @@ def _stored_turn(trajectory: dict[str, Any], turn: int) -> bool:
         for step in trajectory["steps"]
         if step["stage"] == 1 and step["turn"] == turn
         for call in step["tool_calls"]
+    )
+
+
+def _changed_turn(trajectory: dict[str, Any], turn: int) -> bool:
+    # a parsed call can still fail (an id that names no entry): its result says whether it changed anything
+    return any(
+        call.get("name") in ("Update_memory", "Delete_memory") and bool(result.get("ok"))
+        for step in trajectory["steps"]
+        if step["stage"] == 1 and step["turn"] == turn
+        for call, result in zip(step["tool_calls"], step.get("tool_results", []))
     )
 
 

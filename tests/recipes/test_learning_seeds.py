@@ -46,15 +46,30 @@ def test_an_interval_that_no_whole_counts_give_is_refused(seeds_bench):
         seeds_bench.differences_from_interval({"mean": 0.10, "low": 0.0, "high": 0.2}, 100)
 
 
-def _trajectory(step: int, stored_turns: set[int], *, failed_turns: frozenset[int] = frozenset()) -> dict:
+def _trajectory(
+    step: int,
+    stored_turns: set[int],
+    *,
+    failed_turns: frozenset[int] = frozenset(),
+    updated_turns: frozenset[int] = frozenset(),
+    unknown_id_turns: frozenset[int] = frozenset(),
+) -> dict:
     steps = []
     for turn in range(4):  # four Stage-1 messages, one reply each
-        calls = []
+        calls, results = [], []
         if turn in stored_turns:
             calls.append({"name": "Add_memory", "arguments": {"content": "x"}, "error": None})
+            results.append({"ok": True})
         if turn in failed_turns:  # a malformed store stores nothing
             calls.append({"name": "Add_memory", "arguments": None, "error": "bad JSON"})
-        steps.append({"stage": 1, "turn": turn, "tool_calls": calls})
+            results.append({"ok": False})
+        if turn in updated_turns:
+            calls.append({"name": "Update_memory", "arguments": {"memory_id": "m1", "content": "y"}, "error": None})
+            results.append({"ok": True})
+        if turn in unknown_id_turns:  # well formed, but names no entry: nothing changed
+            calls.append({"name": "Delete_memory", "arguments": {"memory_id": "m9"}, "error": None})
+            results.append({"ok": False, "message": "no memory with id 'm9'"})
+        steps.append({"stage": 1, "turn": turn, "tool_calls": calls, "tool_results": results})
     steps.append({"stage": 3, "turn": 0, "tool_calls": [{"name": "Add_memory", "arguments": {}, "error": None}]})
     return {"steps": steps, "meta": {"train_step": step}}
 
@@ -62,18 +77,29 @@ def _trajectory(step: int, stored_turns: set[int], *, failed_turns: frozenset[in
 def test_stage1_stores_counts_successful_adds_per_message_first_and_last_steps(seeds_bench, tmp_path):
     rows = [
         _trajectory(1, {0, 1, 2, 3}),
-        _trajectory(1, {0}, failed_turns=frozenset({3})),
-        _trajectory(2, {1}),  # neither window at window=1
+        _trajectory(1, {0}, failed_turns=frozenset({3}), unknown_id_turns=frozenset({3})),
+        _trajectory(2, {1}, updated_turns=frozenset({3})),  # neither window at window=1
         _trajectory(3, {3}),
-        _trajectory(3, {2, 3}),
+        _trajectory(3, {0, 1, 2}, updated_turns=frozenset({3})),
     ]
     path = tmp_path / "trajectories.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     stores = seeds_bench.stage1_stores(path, window=1)
-    # step 1: message 0 stored by both, 1 and 2 by one of two, 3 by one (the other's add failed); Stage 3 ignored
-    assert stores["first_steps"] == {"steps": [1], "trajectories": 2, "stored_by_message": [1.0, 0.5, 0.5, 0.5]}
-    # step 3: only the last message by both, message 2 by one
-    assert stores["last_steps"] == {"steps": [3], "trajectories": 2, "stored_by_message": [0.0, 0.0, 0.5, 1.0]}
+    # step 1: message 0 stored by both, 1 and 2 by one of two, 3 by one (the other's add failed); Stage 3 ignored;
+    # the delete naming no entry changed nothing
+    assert stores["first_steps"] == {
+        "steps": [1],
+        "trajectories": 2,
+        "stored_by_message": [1.0, 0.5, 0.5, 0.5],
+        "updated_by_message": [0.0, 0.0, 0.0, 0.0],
+    }
+    # step 3: one stores only the last message, the other the first three and then updates in reply to the last
+    assert stores["last_steps"] == {
+        "steps": [3],
+        "trajectories": 2,
+        "stored_by_message": [0.5, 0.5, 0.5, 0.5],
+        "updated_by_message": [0.0, 0.0, 0.0, 0.5],
+    }
 
 
 def _seed_dir(root: Path, seed: int, ems: tuple[list[float], list[float]]) -> Path:
