@@ -98,7 +98,36 @@ def pack_seed(config, run: Path, *, what: str, machine: str) -> dict[str, Any]:
         "em_differences": result["em_differences"],
         "grpo_steps": [{"step": s["step"], **{k: s[k] for k in GRPO_STEP_KEYS if k in s}} for s in steps],
         "stage1_stores": stage1_stores(samples) if samples.exists() else None,
+        "em_by_question_kind": em_by_question_kind(config, run),
     }
+
+
+def em_by_question_kind(config, run: Path) -> dict[str, dict[str, float]] | None:
+    """Held-out EM of the warm start (``before``) and the GRPO policy (``after``) per question kind (a task's
+    ``metadata["type"]``: ``revised-fact``, ``unchanged-fact``), from the run's per-episode evaluation files;
+    None when the held-out set asks one kind only or the files are not there. ``config`` must be the run's: its
+    ``data.synthetic`` and ``learn.eval_*`` rebuild the held-out tasks."""
+    from agemem.recipes.learn.recipe import synthetic_tasks
+
+    files = {"before": run / "eval_warm_start.jsonl", "after": run / "eval_grpo.jsonl"}
+    if not all(path.exists() for path in files.values()):
+        return None
+    kinds = {t.id: t.metadata["type"] for t in synthetic_tasks(config, config.learn.eval_tasks, config.learn.eval_seed)}
+    if len(set(kinds.values())) < 2:
+        return None
+    out: dict[str, dict[str, float]] = {}
+    for stage, path in files.items():
+        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        unknown = sorted({row["task_id"] for row in rows} - set(kinds))
+        if unknown:
+            raise SystemExit(
+                f"{path} scores tasks the config's held-out set does not hold ({unknown[0]}, ...): pack with the "
+                "run's own --config and overrides"
+            )
+        for kind in sorted(set(kinds.values())):
+            ems = [row["em"] for row in rows if kinds[row["task_id"]] == kind]
+            out.setdefault(kind, {"tasks": len(ems)})[stage] = sum(ems) / len(ems)
+    return out
 
 
 def stage1_stores(samples: Path, *, window: int = 5) -> dict[str, Any]:

@@ -165,3 +165,31 @@ def test_a_packed_seed_whose_interval_was_edited_is_refused(seeds_bench, config,
 def test_an_unfinished_seed_is_refused_with_what_to_do(seeds_bench, config, tmp_path):
     with pytest.raises(SystemExit, match="has not finished"):
         seeds_bench.pack_seed(config, tmp_path, what="", machine="")
+
+
+def test_pack_splits_held_out_em_by_question_kind_on_mixed_tasks(seeds_bench, tmp_path):
+    from agemem.recipes.learn.recipe import synthetic_tasks
+
+    overrides = ["data.synthetic.revised_question_share=0.5", "learn.eval_tasks=12"]
+    mixed = load_config(AgeMemConfig, str(ROOT / "configs" / "learn_cpu.yaml"), overrides)
+    tasks = synthetic_tasks(mixed, 12, mixed.learn.eval_seed)
+    revised = [t.id for t in tasks if t.metadata["type"] == "revised-fact"]
+    assert 0 < len(revised) < 12
+    run = _seed_dir(tmp_path, 0, ([0.0] * 12, [1.0] * 12))
+    # before: only the revised questions right; after: only the unchanged ones
+    for name, right in (("eval_warm_start.jsonl", True), ("eval_grpo.jsonl", False)):
+        rows = [{"task_id": t.id, "em": float((t.id in revised) == right)} for t in tasks]
+        (run / name).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    packed = seeds_bench.pack_seed(mixed, run, what="t", machine="m")
+    n = len(revised)
+    assert packed["em_by_question_kind"] == {
+        "revised-fact": {"tasks": n, "before": 1.0, "after": 0.0},
+        "unchanged-fact": {"tasks": 12 - n, "before": 0.0, "after": 1.0},
+    }
+    # every question of learn_cpu.yaml asks the change: one kind, nothing to split
+    plain = load_config(AgeMemConfig, str(ROOT / "configs" / "learn_cpu.yaml"), ["learn.eval_tasks=12"])
+    assert seeds_bench.pack_seed(plain, run, what="t", machine="m")["em_by_question_kind"] is None
+    # a config whose held-out set is not the run's is refused, not silently mismatched
+    other = load_config(AgeMemConfig, str(ROOT / "configs" / "learn_cpu.yaml"), [*overrides, "learn.eval_seed=5"])
+    with pytest.raises(SystemExit, match="pack with the run's own --config"):
+        seeds_bench.pack_seed(other, run, what="t", machine="m")
