@@ -35,7 +35,8 @@ class LearnConfig:
     to the SFT data (loss on that answer only); they teach reading, not when to store or retrieve. 0 = none."""
     sft_maintenance_drills: bool = False
     """also train each drill's maintenance reply: the Update_memory (or Delete_memory) written once its lookup shows
-    the stale entry (loss on that reply only). It teaches writing the fix; whether to look up stays the expert's."""
+    the stale entry, or with expert_maintenance=overwrite in reply to the change (loss on that reply only). It
+    teaches writing the fix; whether to look up stays the expert's, and with overwrite the drills fix every time."""
     eval_tasks: int = 200
     """held-out synthetic tasks scored before and after GRPO (the same set for every seed)."""
     eval_seed: int = 999_999
@@ -123,12 +124,6 @@ class LearnConfig:
             raise ConfigError(
                 "sft_maintenance_drills=true trains the drills' maintenance replies, but learn.sft_drills=0 plays no "
                 "drill; set learn.sft_drills > 0 or learn.sft_maintenance_drills=false"
-            )
-        if self.sft_maintenance_drills and self.expert_maintenance == "overwrite":
-            raise ConfigError(
-                "sft_maintenance_drills=true trains the fix written after a lookup, but expert_maintenance=overwrite "
-                "looks nothing up (the id is read from the earlier Add_memory's result): set "
-                "learn.sft_maintenance_drills=false or another learn.expert_maintenance"
             )
         if self.sft_answer_copies < 0:
             raise ConfigError(f"sft_answer_copies={self.sft_answer_copies} must be >= 0 (0: none)")

@@ -9,7 +9,6 @@ the same tokens in the same contexts.
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -125,17 +124,18 @@ MAINTENANCE_TOOLS = frozenset({"Update_memory", "Delete_memory"})
 
 
 def maintenance_drill_dataset(trajectories: Sequence[Trajectory]) -> Dataset:
-    """Rows ``{input_ids, completion_mask}`` of each reply that calls ``Update_memory`` or ``Delete_memory`` right
-    after a ``Retrieve_memory`` of the same turn: the prompt (ending with the lookup's result, the stale entry and
-    its id in it) and, with loss, only that reply. Played by an expert that always brings a changed fact up to
-    date, they teach how to write the fix (copy the id, rewrite the entry) once the lookup has shown the stale
-    entry; whether to look a change up at all stays the imperfect expert's decision."""
+    """Rows ``{input_ids, completion_mask}`` of each reply that calls ``Update_memory`` or ``Delete_memory``: the
+    prompt and, with loss, only that reply. Played by an expert that always brings a changed fact up to date, they
+    teach how to write the fix (copy the id, rewrite the entry). After a lookup (``learn.expert_maintenance``
+    ``update``, ``replace``, ``delete``) the prompt ends with the lookup's result, the stale entry and its id in
+    it, and whether to look a change up at all stays the imperfect expert's decision; with ``overwrite`` the fix is
+    the reply to the change itself, its id in the earlier ``Add_memory``'s result."""
     return _reply_rows(
         [
             step
             for trajectory in trajectories
-            for previous, step in itertools.pairwise(trajectory.steps)
-            if _follows_a_lookup(previous, step) and any(c.get("name") in MAINTENANCE_TOOLS for c in step.tool_calls)
+            for step in trajectory.steps
+            if any(c.get("name") in MAINTENANCE_TOOLS for c in step.tool_calls)
         ]
     )
 

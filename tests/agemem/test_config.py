@@ -108,10 +108,6 @@ def test_non_string_yaml_value_for_a_string_field_says_to_quote_it(tmp_path):
         (["learn.sft_maintenance_drills=true", "learn.sft_drills=0"], "set learn.sft_drills > 0 or"),
         (["data.synthetic.revised_question_share=1.5"], "revised_question_share=1.5 must be in [0, 1]"),
         (["data.synthetic.restate_unchanged=true"], "set revisions >= 1 or restate_unchanged=false"),
-        (
-            ["learn.sft_maintenance_drills=true", "learn.expert_maintenance=overwrite"],
-            "set learn.sft_maintenance_drills=false or another learn.expert_maintenance",
-        ),
         (["grpo.advantage_std_floor=-0.5"], "grpo.advantage_std_floor=-0.5 must be >= 0"),
         (["reward.terms=calls"], "reward.terms='calls' is not allowed; choose one of 'effects', 'paper'"),
         (["reward.round_limit_scope=stage2"], "choose one of 'all', 'stage3'"),

@@ -160,6 +160,27 @@ def test_maintenance_drills_train_only_the_fix_written_after_the_lookup(
     assert len(maintenance_drill_dataset(play_expert(qwen_tokenizer, revised_tasks, lazy, paragraphs_per_turn=1))) == 0
 
 
+def test_overwrite_drills_train_the_reply_to_the_change_whose_id_an_earlier_add_named(qwen_tokenizer):
+    tasks = generate_synthetic_tasks(
+        5, seed=5, attributes_per_entity=2, distractors_per_task=1, revisions=1, restate_unchanged=True
+    )
+    habits = ExpertHabits(1.0, 0.0, 1.0, update_stale=1.0, maintenance="overwrite", whole_message=True)
+    trajectories = play_expert(qwen_tokenizer, tasks, habits, paragraphs_per_turn=1, id_style="short")
+    dataset = maintenance_drill_dataset(trajectories)
+    assert len(dataset) == len(trajectories)  # one change a task, its person always stored: one overwrite each
+    for row, trajectory, task in zip(dataset, trajectories, tasks, strict=True):
+        (step,) = [s for s in trajectory.steps if any(c["name"] == "Update_memory" for c in s.tool_calls)]
+        masked = [t for t, bit in zip(row["input_ids"], row["completion_mask"], strict=True) if bit]
+        assert masked == step.completion_ids  # the loss covers the overwrite and nothing else
+        prompt = qwen_tokenizer.decode(row["input_ids"][: len(step.prompt_ids)])
+        news = next(p for p in task.contexts if p.title.endswith("'s news"))
+        # no lookup: the prompt ends with the change itself, and the id was named by the Add that stored the person
+        last_user = prompt.rsplit("<|im_start|>user\n", 1)[1]
+        assert all(sentence in last_user for sentence in news.sentences) and "<tool_response>" not in last_user
+        (update,) = step.tool_calls
+        assert f"stored 1 memory entry: {update['arguments']['memory_id']}" in prompt
+
+
 def test_maintenance_drills_join_the_warm_start_only_when_asked(qwen_tokenizer, revised_tasks):
     habits = ExpertHabits(1.0, 0.0, 1.0, update_stale=1.0, whole_message=True)
     drills = play_expert(qwen_tokenizer, revised_tasks, habits, paragraphs_per_turn=1)
