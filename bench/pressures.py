@@ -22,6 +22,9 @@ real when using the tool raises exact match (the task score alone, no reward ter
   the message beside it; both store whole messages, as the recipe's expert does;
 * ``revisions_restated_shortcut``: the same tasks, overwriting vs the shortcut GRPO found when every question asked
   the change: store no person's first message, only the changes;
+* ``revisions_restated_distractors`` and ``revisions_mixed_distractors``: the restated and the mixed rows with
+  every Stage-2 look-alike stored as well (a mistake GRPO made more often on the restated tasks): how much a
+  stored look-alike costs each at retrieval (``top_k=1``);
 * ``context``: Stage 2 is long (8 messages of 8 look-alike sentences) and a prompt over 1,024 tokens fails, as a
   request over a served model's window does (``rollout.max_prompt_tokens``): an expert that summarises the
   context after each Stage-2 message (``Summary_context``) vs one that lets it grow.
@@ -110,6 +113,22 @@ PRESSURES = (
         (*MIXED, "data.synthetic.restate_unchanged=true", "env.ltm.id_style=short"),
         ExpertHabits(1.0, 0.0, 1.0, update_stale=1.0, maintenance="overwrite", whole_message=True),
         ExpertHabits(0.0, 0.0, 1.0, update_stale=0.0, whole_message=True, store_change=1.0),
+        "Update_memory",
+    ),
+    Pressure(
+        "revisions_restated_distractors",
+        # revisions_restated_overwrite with every Stage-2 look-alike stored too: does a long restated entry lose
+        # to a short stored look-alike at top_k=1 more than a one-change entry does (revisions_mixed_distractors)?
+        (*MIXED, "data.synthetic.restate_unchanged=true", "env.ltm.id_style=short"),
+        ExpertHabits(1.0, 1.0, 1.0, update_stale=1.0, maintenance="overwrite", whole_message=True),
+        ExpertHabits(1.0, 1.0, 1.0, update_stale=0.0, whole_message=True),
+        "Update_memory",
+    ),
+    Pressure(
+        "revisions_mixed_distractors",
+        MIXED,
+        ExpertHabits(1.0, 1.0, 1.0, update_stale=1.0),
+        ExpertHabits(1.0, 1.0, 1.0, update_stale=0.0),
         "Update_memory",
     ),
     Pressure(
