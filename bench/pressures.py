@@ -81,6 +81,10 @@ NO_FIX = ExpertHabits(1.0, 0.0, 1.0, update_stale=0.0)
 # the change's message needs up to 3 steps (Retrieve, the fix, reply) beyond the people's 2 each (6)
 REVISED = ("data.synthetic.revisions=1", "rollout.stage1_max_steps=10")
 MIXED = (*REVISED, "data.synthetic.revised_question_share=0.5")
+# the change message restates the person's other fact; ids a small policy copies from the Add's result
+RESTATED = (*MIXED, "data.synthetic.restate_unchanged=true", "env.ltm.id_style=short")
+OVERWRITE = ExpertHabits(1.0, 0.0, 1.0, update_stale=1.0, maintenance="overwrite", whole_message=True)
+"""overwrites the entry its own Add stored, in reply to the change, with the message as it came (no lookup)."""
 PRESSURES = (
     Pressure("recall", (), CAREFUL, ExpertHabits(1.0, 0.0, 0.0, update_stale=1.0), "Retrieve_memory"),
     Pressure("revisions", REVISED, CAREFUL, NO_FIX, "Update_memory"),
@@ -103,15 +107,15 @@ PRESSURES = (
     ),
     Pressure(
         "revisions_restated_overwrite",
-        (*MIXED, "data.synthetic.restate_unchanged=true", "env.ltm.id_style=short"),
-        ExpertHabits(1.0, 0.0, 1.0, update_stale=1.0, maintenance="overwrite", whole_message=True),
+        RESTATED,
+        OVERWRITE,
         ExpertHabits(1.0, 0.0, 1.0, update_stale=0.0, whole_message=True),
         "Update_memory",
     ),
     Pressure(
         "revisions_restated_shortcut",
-        (*MIXED, "data.synthetic.restate_unchanged=true", "env.ltm.id_style=short"),
-        ExpertHabits(1.0, 0.0, 1.0, update_stale=1.0, maintenance="overwrite", whole_message=True),
+        RESTATED,
+        OVERWRITE,
         ExpertHabits(0.0, 0.0, 1.0, update_stale=0.0, whole_message=True, store_change=1.0),
         "Update_memory",
     ),
@@ -119,7 +123,7 @@ PRESSURES = (
         "revisions_restated_distractors",
         # revisions_restated_overwrite with every Stage-2 look-alike stored too: does a long restated entry lose
         # to a short stored look-alike at top_k=1 more than a one-change entry does (revisions_mixed_distractors)?
-        (*MIXED, "data.synthetic.restate_unchanged=true", "env.ltm.id_style=short"),
+        RESTATED,
         ExpertHabits(1.0, 1.0, 1.0, update_stale=1.0, maintenance="overwrite", whole_message=True),
         ExpertHabits(1.0, 1.0, 1.0, update_stale=0.0, whole_message=True),
         "Update_memory",
