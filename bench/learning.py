@@ -58,8 +58,20 @@ ARMS: dict[str, list[str]] = {
 chosen by this comparison (the round-limit penalty's scope, the advantage's std floor)."""
 SHARED_STAGES = ("tokenizer", "demonstrations.jsonl", "drills.jsonl", "warm_start", "eval_warm_start.jsonl")
 """a seed's outputs before GRPO: trained once by the first arm, linked into the others."""
-LEARNED = ("em", "stored_fact", "stored_distractor", "retrieved", "violations", "context_tokens")
-"""what each arm's GRPO policy does on the held-out tasks (means of recipes.learn.evaluate's episode scores)."""
+LEARNED = (
+    "em",
+    "stored_fact",
+    "stored_distractor",
+    "retrieved",
+    "violations",
+    "context_tokens",
+    "retrieved_before_answer",
+    "updated_stale",
+    "stale_kept",
+    "managed_context",
+)
+"""what each arm's GRPO policy does on the held-out tasks (means of recipes.learn.evaluate's episode scores),
+the useful use of each tool included (nan where an evaluation predates its metric)."""
 
 
 def main() -> None:
@@ -184,13 +196,17 @@ def arms_table(comparison: dict[str, Any]) -> Table:
         warm = sum(comparison["warm_start"][str(s)][metric] for s in seeds) / len(seeds)
         table.add_row(metric, f"{warm:.3f}", *(f"{comparison['learned_mean'][a][metric]:.3f}" for a in arms))
     for name, diff in comparison["em_difference"].items():
+        arm = name.split(" - ")[0]  # the difference sits in its arm's column
+        cells = ["" if a != arm else "{}" for a in arms]
         for seed in seeds:
             d = diff["per_seed"][str(seed)]
-            table.add_row(f"EM {name}, seed {seed}", "", f"{d['mean']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]")
+            interval = f"{d['mean']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]"
+            table.add_row(f"EM {name}, seed {seed}", "", *(c.format(interval) for c in cells))
         for key in ("across_seeds", "pooled"):
             d = diff[key]
             if d is not None:
-                table.add_row(f"EM {name}, {key}", "", f"{d['mean']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]")
+                interval = f"{d['mean']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]"
+                table.add_row(f"EM {name}, {key}", "", *(c.format(interval) for c in cells))
     return table
 
 

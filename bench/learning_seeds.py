@@ -11,7 +11,8 @@ cross-seed report that ``agemem learn learn.seeds=[0,1,2,3,4]`` would have writt
 
 ``pack`` also reads the GRPO stage's logged trajectory samples for what the policy stored and updated in Stage 1,
 message by message (``stage1_stores``): a policy that stores only the last Stage-1 message (the change the question
-asks) avoids a stale entry without Update, and this is where that shows, as does an update in reply to the change.
+asks) avoids a stale entry without Update, and this is where that shows, as does an update in reply to the change;
+and whose entry each update overwrote (``update_targets``): the changed person's stale entry, or another's.
 
 Files packed before ``em_differences`` was recorded hold each seed's paired EM interval only; EM differences are
 -1, 0 or +1 an episode, so the mean and the Student-t interval over n episodes fix how many of each there were,
@@ -23,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -98,6 +100,7 @@ def pack_seed(config, run: Path, *, what: str, machine: str) -> dict[str, Any]:
         "em_differences": result["em_differences"],
         "grpo_steps": [{"step": s["step"], **{k: s[k] for k in GRPO_STEP_KEYS if k in s}} for s in steps],
         "stage1_stores": stage1_stores(samples) if samples.exists() else None,
+        "update_targets": update_targets(samples) if samples.exists() else None,
         "em_by_question_kind": em_by_question_kind(config, run),
     }
 
@@ -153,6 +156,53 @@ def stage1_stores(samples: Path, *, window: int = 5) -> dict[str, Any]:
             "updated_by_message": updated,
         }
     return out
+
+
+PERSON = re.compile(r"\b[A-Z][a-z]+ [A-Z][a-z]+\b")
+"""a person of the synthetic tasks: two capitalised words ("Budara Sype"); no value, city or message frame is."""
+
+
+def update_targets(samples: Path, *, window: int = 10) -> dict[str, Any]:
+    """Whose entry each successful ``Update_memory`` of the logged training trajectories overwrote, over the first
+    and the last ``window`` GRPO steps: ``same_person`` when the entry (as this episode's earlier Add or Update
+    wrote it) names a person the new content names (the stale entry brought up to date), ``other_person`` when it
+    names only others (a fact lost), ``unseen_entry`` when no logged result of the episode wrote that id."""
+    from agemem.train.metrics import trajectory_step
+
+    rows = [json.loads(line) for line in samples.read_text().splitlines() if line.strip()]
+    by_step = [(trajectory_step(row), row) for row in rows]
+    steps = sorted({step for step, _ in by_step})
+    out: dict[str, Any] = {}
+    for name, chosen in {"first_steps": steps[:window], "last_steps": steps[-window:]}.items():
+        picked = [row for step, row in by_step if step in chosen]
+        kinds = [kind for trajectory in picked for kind in _update_kinds(trajectory)]
+        out[name] = {
+            "steps": chosen,
+            "trajectories": len(picked),
+            "updates": len(kinds),
+            **{kind: kinds.count(kind) for kind in ("same_person", "other_person", "unseen_entry")},
+        }
+    return out
+
+
+def _update_kinds(trajectory: dict[str, Any]) -> list[str]:
+    """One kind per successful Update_memory of the episode, in order (see :func:`update_targets`)."""
+    entries: dict[str, str] = {}
+    kinds = []
+    for step in trajectory["steps"]:
+        for call, result in zip(step["tool_calls"], step.get("tool_results", [])):
+            if not result.get("ok"):
+                continue
+            if call.get("name") == "Update_memory":
+                entry_id, content = call["arguments"]["memory_id"], call["arguments"]["content"]
+                if entry_id not in entries:
+                    kinds.append("unseen_entry")
+                else:
+                    shared = set(PERSON.findall(entries[entry_id])) & set(PERSON.findall(content))
+                    kinds.append("same_person" if shared else "other_person")
+            for entry in result.get("memories", []) if call.get("name") in ("Add_memory", "Update_memory") else []:
+                entries[entry["memory_id"]] = entry["content"]
+    return kinds
 
 
 def _stage1_messages(trajectory: dict[str, Any]) -> int:

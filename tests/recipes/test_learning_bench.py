@@ -49,9 +49,9 @@ def test_arms_are_compared_per_task_across_seeds_and_pooled(bench, tmp_path):
     # seed 1: answer_only loses task c -> differences (-1, 0), mean -0.5
     runs = {
         ("composite", 0): [_episode("a", 1), _episode("b", 0, stored_distractor=1.0)],
-        ("answer_only", 0): [_episode("a", 1), _episode("b", 1, violations=2.0)],
+        ("answer_only", 0): [_episode("a", 1, updated_stale=1.0), _episode("b", 1, violations=2.0, updated_stale=0.0)],
         ("composite", 1): [_episode("c", 1), _episode("d", 1)],
-        ("answer_only", 1): [_episode("c", 0), _episode("d", 1)],
+        ("answer_only", 1): [_episode("c", 0, updated_stale=0.0), _episode("d", 1, updated_stale=0.0)],
     }
     for (arm, seed), rows in runs.items():
         _write(tmp_path / arm / f"seed_{seed}" / "eval_grpo.jsonl", rows)
@@ -66,7 +66,14 @@ def test_arms_are_compared_per_task_across_seeds_and_pooled(bench, tmp_path):
     assert comparison["learned"]["composite"]["0"]["stored_distractor"] == 0.5
     assert comparison["learned_mean"]["answer_only"]["violations"] == 0.5  # (2 + 0) / 2 tasks, (1.0 + 0) / 2 seeds
     assert comparison["warm_start"]["1"]["em"] == 0.0
+    # useful Update: seed 0 fixed a stale entry on 1 of 2 tasks, seed 1 on none -> (0.5 + 0) / 2 seeds
+    assert comparison["learned_mean"]["answer_only"]["updated_stale"] == 0.25
+    assert math.isnan(comparison["learned_mean"]["composite"]["updated_stale"])  # files without the metric
     assert math.isclose(comparison["learned_mean"]["answer_only"]["em"], (1.0 + 0.5) / 2)
+    table = bench.arms_table(comparison)
+    composite_cells, answer_only_cells = table.columns[2]._cells, table.columns[3]._cells
+    assert "+0.500 [" in answer_only_cells[len(bench.LEARNED)]  # seed 0's difference, in the answer_only column
+    assert not any("[" in cell for cell in composite_cells)
     bench.plot_arms(comparison, tmp_path / "arms.png")
     assert (tmp_path / "arms.png").stat().st_size > 0
 

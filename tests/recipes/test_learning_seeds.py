@@ -102,6 +102,67 @@ def test_stage1_stores_counts_successful_adds_per_message_first_and_last_steps(s
     }
 
 
+def _call(name: str, arguments: dict, *, ok: bool = True, written: tuple[str, str] | None = None) -> tuple[dict, dict]:
+    result = {"name": name, "ok": ok}
+    if written:  # Add and Update answer with the entry as stored
+        result["memories"] = [{"memory_id": written[0], "content": written[1]}]
+    return {"name": name, "arguments": arguments, "error": None}, result
+
+
+def _episode(step: int, *calls: tuple[dict, dict]) -> dict:
+    return {
+        "steps": [{"stage": 1, "turn": 0, "tool_calls": [c for c, _ in calls], "tool_results": [r for _, r in calls]}],
+        "meta": {"train_step": step},
+    }
+
+
+def test_update_targets_tells_the_stale_entry_from_another_persons(seeds_bench, tmp_path):
+    lima = "A friend told me about Verygy Rylus. Verygy Rylus lives in Lima."
+    oboe = "Budara Sype plays the oboe."
+    moved = "Verygy Rylus's news: Verygy Rylus has moved to Tallinn."
+    add_lima = _call("Add_memory", {"content": lima}, written=("m1", lima))
+    add_oboe = _call("Add_memory", {"content": oboe}, written=("m2", oboe))
+    rows = [
+        # step 1: the stale entry brought up to date, then another person's entry overwritten with the same change
+        _episode(
+            1,
+            add_lima,
+            add_oboe,
+            _call("Update_memory", {"memory_id": "m1", "content": moved}, written=("m1", moved)),
+            _call("Update_memory", {"memory_id": "m2", "content": moved}, written=("m2", moved)),
+        ),
+        # step 2: an id no result of this episode wrote; a failed update (not counted); a retrieval's memories
+        # are not writes, so m3 stays unseen
+        _episode(
+            2,
+            _call("Retrieve_memory", {"query": "Lima"}, written=("m3", lima)),
+            _call("Update_memory", {"memory_id": "m3", "content": moved}, written=("m3", moved)),
+            _call("Update_memory", {"memory_id": "m7", "content": moved}, ok=False),
+        ),
+        # step 3: the entry the update overwrote is the one an earlier update wrote (now about Verygy Rylus)
+        _episode(
+            3,
+            add_oboe,
+            _call("Update_memory", {"memory_id": "m2", "content": moved}, written=("m2", moved)),
+            _call("Update_memory", {"memory_id": "m2", "content": moved + " Again."}, written=("m2", moved)),
+        ),
+    ]
+    path = tmp_path / "trajectories.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    targets = seeds_bench.update_targets(path, window=2)
+    assert targets["first_steps"] == {
+        "steps": [1, 2],
+        "trajectories": 2,
+        "updates": 3,
+        "same_person": 1,
+        "other_person": 1,
+        "unseen_entry": 1,
+    }
+    # steps 2 and 3: the unseen m3; at step 3 Budara Sype's entry lost to Verygy Rylus's change, then rewritten
+    assert targets["last_steps"]["updates"] == 3
+    assert (targets["last_steps"]["other_person"], targets["last_steps"]["same_person"]) == (1, 1)
+
+
 def _seed_dir(root: Path, seed: int, ems: tuple[list[float], list[float]]) -> Path:
     run = root / f"seed_{seed}"
     (run / "grpo").mkdir(parents=True)
