@@ -182,7 +182,21 @@ def compare_arms(runs: Path, arms: list[str], seeds: list[int]) -> dict[str, Any
             arm: {m: sum(v[m] for v in per.values()) / len(per) for m in LEARNED} for arm, per in learned.items()
         },
         "em_difference": differences,
+        "training_em": {arm: {str(s): training_em(runs / arm / f"seed_{s}") for s in seeds} for arm in arms},
     }
+
+
+def training_em(seed_dir: Path, *, window: int = 10) -> dict[str, float] | None:
+    """Mean training EM (``episode/exact_match``) of the first and the last ``window`` GRPO steps: how fast the arm's
+    answers rose in training; None without the GRPO stage's metrics."""
+    path = seed_dir / "grpo" / "metrics.jsonl"
+    if not path.exists():
+        return None
+    steps = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    ems = [s["episode/exact_match"] for s in steps if "episode/exact_match" in s]
+    if not ems:
+        return None
+    return {"first": sum(ems[:window]) / len(ems[:window]), "last": sum(ems[-window:]) / len(ems[-window:])}
 
 
 def arms_table(comparison: dict[str, Any]) -> Table:

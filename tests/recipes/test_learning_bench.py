@@ -57,7 +57,15 @@ def test_arms_are_compared_per_task_across_seeds_and_pooled(bench, tmp_path):
         _write(tmp_path / arm / f"seed_{seed}" / "eval_grpo.jsonl", rows)
         if arm == "composite":
             _write(tmp_path / arm / f"seed_{seed}" / "eval_warm_start.jsonl", [_episode(r["task_id"], 0) for r in rows])
+    metrics = [{"step": step, "episode/exact_match": step / 10} for step in range(1, 13)]  # 0.1, 0.2, ..., 1.2
+    (tmp_path / "answer_only" / "seed_1" / "grpo").mkdir(parents=True)
+    (tmp_path / "answer_only" / "seed_1" / "grpo" / "metrics.jsonl").write_text(
+        "".join(json.dumps(m) + "\n" for m in metrics)
+    )
     comparison = bench.compare_arms(tmp_path, ["composite", "answer_only"], [0, 1])
+    # steps 1-10: (0.1 + ... + 1.0) / 10 = 0.55; steps 3-12: (0.3 + ... + 1.2) / 10 = 0.75
+    assert comparison["training_em"]["answer_only"]["1"] == pytest.approx({"first": 0.55, "last": 0.75})
+    assert comparison["training_em"]["composite"]["0"] is None  # no GRPO metrics in this run
     diff = comparison["em_difference"]["answer_only - composite"]
     assert diff["per_seed"]["0"]["mean"] == 0.5 and diff["per_seed"]["1"]["mean"] == -0.5
     assert diff["across_seeds"]["mean"] == 0.0 and diff["pooled"]["mean"] == 0.0 and diff["pairs"] == 4
