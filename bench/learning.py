@@ -210,17 +210,12 @@ def arms_table(comparison: dict[str, Any]) -> Table:
         warm = sum(comparison["warm_start"][str(s)][metric] for s in seeds) / len(seeds)
         table.add_row(metric, f"{warm:.3f}", *(f"{comparison['learned_mean'][a][metric]:.3f}" for a in arms))
     for name, diff in comparison["em_difference"].items():
-        arm = name.split(" - ")[0]  # the difference sits in its arm's column
-        cells = ["" if a != arm else "{}" for a in arms]
-        for seed in seeds:
-            d = diff["per_seed"][str(seed)]
+        arm = name.split(" - ")[0]
+        rows = [(f"seed {seed}", diff["per_seed"][str(seed)]) for seed in seeds]
+        rows += [(key, diff[key]) for key in ("across_seeds", "pooled") if diff[key] is not None]
+        for label, d in rows:  # the difference sits in its arm's column
             interval = f"{d['mean']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]"
-            table.add_row(f"EM {name}, seed {seed}", "", *(c.format(interval) for c in cells))
-        for key in ("across_seeds", "pooled"):
-            d = diff[key]
-            if d is not None:
-                interval = f"{d['mean']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]"
-                table.add_row(f"EM {name}, {key}", "", *(c.format(interval) for c in cells))
+            table.add_row(f"EM {name}, {label}", "", *(interval if a == arm else "" for a in arms))
     return table
 
 

@@ -137,15 +137,8 @@ def stage1_stores(samples: Path, *, window: int = 5) -> dict[str, Any]:
     """Share of the logged training trajectories that stored each Stage-1 message (a successful
     ``Add_memory`` in the reply to it) and that changed an entry in reply to it (an ``Update_memory`` or
     ``Delete_memory`` the store carried out), over the first and the last ``window`` GRPO steps."""
-    from agemem.train.metrics import trajectory_step
-
-    rows = [json.loads(line) for line in samples.read_text().splitlines() if line.strip()]
-    by_step = [(trajectory_step(row), row) for row in rows]
-    steps = sorted({step for step, _ in by_step})
-    spans = {"first_steps": steps[:window], "last_steps": steps[-window:]}
     out: dict[str, Any] = {}
-    for name, chosen in spans.items():
-        picked = [row for step, row in by_step if step in chosen]
+    for name, (chosen, picked) in _step_windows(samples, window).items():
         messages = max((_stage1_messages(t) for t in picked), default=0)
         stored = [sum(_stored_turn(t, turn) for t in picked) / len(picked) for turn in range(messages)]
         updated = [sum(_changed_turn(t, turn) for t in picked) / len(picked) for turn in range(messages)]
@@ -158,6 +151,18 @@ def stage1_stores(samples: Path, *, window: int = 5) -> dict[str, Any]:
     return out
 
 
+def _step_windows(samples: Path, window: int) -> dict[str, tuple[list[int], list[dict[str, Any]]]]:
+    """The logged trajectories of the first and the last ``window`` GRPO steps: ``{"first_steps": (steps, rows),
+    "last_steps": (steps, rows)}``."""
+    from agemem.train.metrics import trajectory_step
+
+    rows = [json.loads(line) for line in samples.read_text().splitlines() if line.strip()]
+    by_step = [(trajectory_step(row), row) for row in rows]
+    steps = sorted({step for step, _ in by_step})
+    spans = {"first_steps": steps[:window], "last_steps": steps[-window:]}
+    return {name: (chosen, [row for step, row in by_step if step in chosen]) for name, chosen in spans.items()}
+
+
 PERSON = re.compile(r"\b[A-Z][a-z]+ [A-Z][a-z]+\b")
 """a person of the synthetic tasks: two capitalised words ("Budara Sype"); no value, city or message frame is."""
 
@@ -167,14 +172,8 @@ def update_targets(samples: Path, *, window: int = 10) -> dict[str, Any]:
     and the last ``window`` GRPO steps: ``same_person`` when the entry (as this episode's earlier Add or Update
     wrote it) names a person the new content names (the stale entry brought up to date), ``other_person`` when it
     names only others (a fact lost), ``unseen_entry`` when no logged result of the episode wrote that id."""
-    from agemem.train.metrics import trajectory_step
-
-    rows = [json.loads(line) for line in samples.read_text().splitlines() if line.strip()]
-    by_step = [(trajectory_step(row), row) for row in rows]
-    steps = sorted({step for step, _ in by_step})
     out: dict[str, Any] = {}
-    for name, chosen in {"first_steps": steps[:window], "last_steps": steps[-window:]}.items():
-        picked = [row for step, row in by_step if step in chosen]
+    for name, (chosen, picked) in _step_windows(samples, window).items():
         kinds = [kind for trajectory in picked for kind in _update_kinds(trajectory)]
         out[name] = {
             "steps": chosen,
