@@ -23,6 +23,8 @@ Opt-in: one seed takes about half an hour on a 2-core CPU, each extra arm anothe
     python bench/learning.py --ablation                         # composite vs answer_only, seeds 0-4
     python bench/learning.py --ablation --arms composite answer_only paper --seeds 0 1
     python bench/learning.py --ablation --report                # only compile what finished runs wrote
+    python bench/learning.py --ablation --arms composite paper --seeds 0 --reuse composite=runs/learn
+                                                                # an arm's finished seeds from another run
     python bench/learning.py --seeds 0 max_steps=60             # any config override (key=value), anywhere
 
 Seeds are independent: two processes may run different ``--seeds`` into the same ``--runs`` (give each
@@ -84,6 +86,14 @@ def main() -> None:
     parser.add_argument("--runs", default="runs/bench_learning", help="run directories (resumable)")
     parser.add_argument("--results", default="bench/results", help="where the reports and plots are copied")
     parser.add_argument("--name", default="reward_ablation", help="file name of the arms' comparison (.json, .png)")
+    parser.add_argument(
+        "--reuse",
+        action="append",
+        default=[],
+        metavar="ARM=DIR",
+        help="link ARM's seed_N directories found under DIR (an earlier run's output_dir) into --runs instead of "
+        "training them; repeatable",
+    )
     parser.add_argument("overrides", nargs="*", help="config overrides, key=value, anywhere on the line")
     # overrides are taken out first: after `--seeds 0` argparse would read `train.learning_rate=1e-4` as a seed
     argv = sys.argv[1:]
@@ -101,6 +111,11 @@ def main() -> None:
     results.mkdir(parents=True, exist_ok=True)
     configs = {arm: arm_config(args.config, args.overrides, arm, runs / arm) for arm in arms}
     seeds = args.seeds
+    for spec in args.reuse:
+        arm, _, source = spec.partition("=")
+        if arm not in arms or not source:
+            parser.error(f"--reuse {spec}: expected ARM=DIR with ARM one of {arms}")
+        link_finished_seeds(Path(source), runs / arm, seeds)
     if args.report:
         seeds = [s for s in seeds if all((runs / arm / f"seed_{s}" / "result.json").exists() for arm in arms)]
         if not seeds:
@@ -144,6 +159,24 @@ def link_shared_stages(source: Path, target: Path) -> None:
         link = target / name
         if not link.exists():
             link.symlink_to((source / name).resolve(), target_is_directory=(source / name).is_dir())
+
+
+def link_finished_seeds(source: Path, target: Path, seeds: list[int]) -> list[int]:
+    """Link each ``source/seed_N`` of ``seeds`` that exists as ``target/seed_N`` (an arm's finished seeds from another
+    run, read back instead of retrained); returns the seeds linked. Idempotent; a seed that ``target`` already holds
+    as something else is an error, as is a ``source`` with none of the seeds."""
+    found = [s for s in seeds if (source / f"seed_{s}").is_dir()]
+    if not found:
+        raise FileNotFoundError(f"--reuse: no seed_N directory of seeds {seeds} under {source}")
+    target.mkdir(parents=True, exist_ok=True)
+    for seed in found:
+        origin, link = (source / f"seed_{seed}").resolve(), target / f"seed_{seed}"
+        if link.is_symlink() and link.resolve() == origin:
+            continue
+        if link.exists() or link.is_symlink():
+            raise FileExistsError(f"{link} exists and is not a link to {origin}: remove it or drop this --reuse")
+        link.symlink_to(origin, target_is_directory=True)
+    return found
 
 
 def compare_arms(runs: Path, arms: list[str], seeds: list[int]) -> dict[str, Any]:

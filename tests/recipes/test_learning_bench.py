@@ -92,3 +92,24 @@ def test_arms_must_score_the_same_held_out_tasks(bench, tmp_path):
     _write(tmp_path / "answer_only" / "seed_0" / "eval_grpo.jsonl", [_episode("z", 1)])
     with pytest.raises(ValueError, match="different held-out tasks"):
         bench.compare_arms(tmp_path, ["composite", "answer_only"], [0])
+
+
+def test_reuse_links_an_earlier_runs_finished_seeds(bench, tmp_path):
+    earlier, runs = tmp_path / "earlier", tmp_path / "runs" / "composite"
+    for seed in (0, 4):
+        _write(earlier / f"seed_{seed}" / "eval_grpo.jsonl", [_episode("a", seed / 4)])
+    (earlier / "seed_9.txt").write_text("not a seed directory")
+    # seeds 0 and 4 exist there, 2 does not: it stays to be trained under --runs
+    assert bench.link_finished_seeds(earlier, runs, [0, 2, 4]) == [0, 4]
+    assert bench.link_finished_seeds(earlier, runs, [0, 2, 4]) == [0, 4]  # a resumed ablation links nothing twice
+    assert (runs / "seed_4" / "eval_grpo.jsonl").read_text() == (earlier / "seed_4" / "eval_grpo.jsonl").read_text()
+    assert not (runs / "seed_2").exists()
+    with pytest.raises(FileNotFoundError, match="no seed_N directory of seeds"):
+        bench.link_finished_seeds(earlier, runs, [1, 2])
+    (tmp_path / "other" / "seed_0").mkdir(parents=True)
+    with pytest.raises(FileExistsError, match="drop this --reuse"):  # never silently swap a seed's run
+        bench.link_finished_seeds(tmp_path / "other", runs, [0])
+    (runs / "seed_2").mkdir()
+    _write(earlier / "seed_2" / "eval_grpo.jsonl", [_episode("a", 0)])
+    with pytest.raises(FileExistsError, match="is not a link to"):  # its own run of seed 2 is kept
+        bench.link_finished_seeds(earlier, runs, [2])
