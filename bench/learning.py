@@ -95,10 +95,8 @@ def main() -> None:
         "training them; repeatable",
     )
     parser.add_argument("overrides", nargs="*", help="config overrides, key=value, anywhere on the line")
-    # overrides are taken out first: after `--seeds 0` argparse would read `train.learning_rate=1e-4` as a seed
-    argv = sys.argv[1:]
-    overrides = [a for a in argv if "=" in a and not a.startswith("-")]
-    args = parser.parse_args([a for a in argv if a not in overrides])
+    options, overrides = split_overrides(sys.argv[1:])
+    args = parser.parse_args(options)
     args.overrides = overrides
     arms = args.arms if args.ablation else ["composite"]
     if arms[0] != "composite":
@@ -138,6 +136,16 @@ def main() -> None:
         (results / f"{args.name}.json").write_text(json.dumps(comparison, indent=2))
         plot_arms(comparison, results / f"{args.name}.png")
     console.print(f"written to {results}/")
+
+
+def split_overrides(argv: list[str]) -> tuple[list[str], list[str]]:
+    """(options, config overrides): overrides are taken out first, since after ``--seeds 0`` argparse would read
+    ``train.learning_rate=1e-4`` as a seed; a ``key=value`` is an override unless it is ``--reuse``'s ARM=DIR."""
+    options, overrides = [], []
+    for i, arg in enumerate(argv):
+        is_reuse_value = i > 0 and argv[i - 1] == "--reuse"
+        (overrides if "=" in arg and not arg.startswith("-") and not is_reuse_value else options).append(arg)
+    return options, overrides
 
 
 def arm_config(path: str, overrides: list[str], arm: str, run_dir: Path):

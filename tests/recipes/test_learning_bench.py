@@ -113,3 +113,10 @@ def test_reuse_links_an_earlier_runs_finished_seeds(bench, tmp_path):
     _write(earlier / "seed_2" / "eval_grpo.jsonl", [_episode("a", 0)])
     with pytest.raises(FileExistsError, match="is not a link to"):  # its own run of seed 2 is kept
         bench.link_finished_seeds(earlier, runs, [2])
+
+
+def test_reuse_values_are_not_taken_for_config_overrides(bench):
+    argv = ["--seeds", "0", "4", "max_steps=60", "--reuse", "composite=runs/a=b", "--reuse=paper=runs/p", "x.y=1"]
+    options, overrides = bench.split_overrides(argv)
+    assert overrides == ["max_steps=60", "x.y=1"]
+    assert options == ["--seeds", "0", "4", "--reuse", "composite=runs/a=b", "--reuse=paper=runs/p"]
