@@ -76,7 +76,7 @@ LEARNED = (
 the useful use of each tool included (nan where an evaluation predates its metric)."""
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", default="configs/learn_cpu.yaml")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
@@ -95,7 +95,12 @@ def main() -> None:
         "training them; repeatable",
     )
     parser.add_argument("overrides", nargs="*", help="config overrides, key=value, anywhere on the line")
-    options, overrides = split_overrides(sys.argv[1:])
+    return parser
+
+
+def main() -> None:
+    parser = build_parser()
+    options, overrides = split_overrides(sys.argv[1:], parser)
     args = parser.parse_args(options)
     args.overrides = overrides
     arms = args.arms if args.ablation else ["composite"]
@@ -138,13 +143,15 @@ def main() -> None:
     console.print(f"written to {results}/")
 
 
-def split_overrides(argv: list[str]) -> tuple[list[str], list[str]]:
+def split_overrides(argv: list[str], parser: argparse.ArgumentParser) -> tuple[list[str], list[str]]:
     """(options, config overrides): overrides are taken out first, since after ``--seeds 0`` argparse would read
-    ``train.learning_rate=1e-4`` as a seed; a ``key=value`` is an override unless it is ``--reuse``'s ARM=DIR."""
+    ``train.learning_rate=1e-4`` as a seed. A ``key=value`` is an override unless it is the value of an option that
+    takes exactly one (``--reuse composite=DIR``, ``--runs a=b``)."""
+    one_value = {name for action in parser._actions if action.nargs is None for name in action.option_strings}
     options, overrides = [], []
     for i, arg in enumerate(argv):
-        is_reuse_value = i > 0 and argv[i - 1] == "--reuse"
-        (overrides if "=" in arg and not arg.startswith("-") and not is_reuse_value else options).append(arg)
+        is_option_value = i > 0 and argv[i - 1] in one_value
+        (overrides if "=" in arg and not arg.startswith("-") and not is_option_value else options).append(arg)
     return options, overrides
 
 
@@ -164,9 +171,7 @@ def link_shared_stages(source: Path, target: Path) -> None:
     for name in SHARED_STAGES:
         if not (source / name).exists():
             raise FileNotFoundError(f"{source / name} is missing: run the first arm of this seed first")
-        link = target / name
-        if not link.exists():
-            link.symlink_to((source / name).resolve(), target_is_directory=(source / name).is_dir())
+        _link(source / name, target / name)
 
 
 def link_finished_seeds(source: Path, target: Path, seeds: list[int]) -> list[int]:
@@ -178,13 +183,19 @@ def link_finished_seeds(source: Path, target: Path, seeds: list[int]) -> list[in
         raise FileNotFoundError(f"--reuse: no seed_N directory of seeds {seeds} under {source}")
     target.mkdir(parents=True, exist_ok=True)
     for seed in found:
-        origin, link = (source / f"seed_{seed}").resolve(), target / f"seed_{seed}"
-        if link.is_symlink() and link.resolve() == origin:
-            continue
-        if link.exists() or link.is_symlink():
-            raise FileExistsError(f"{link} exists and is not a link to {origin}: remove it or drop this --reuse")
-        link.symlink_to(origin, target_is_directory=True)
+        _link(source / f"seed_{seed}", target / f"seed_{seed}")
     return found
+
+
+def _link(origin: Path, link: Path) -> None:
+    """``link`` -> ``origin`` (resolved); nothing when it already points there, an error when ``link`` is anything
+    else, so a resumed ablation links nothing twice and never silently swaps an arm's own output for another's."""
+    origin = origin.resolve()
+    if link.is_symlink() and link.resolve() == origin:
+        return
+    if link.exists() or link.is_symlink():
+        raise FileExistsError(f"{link} exists and is not a link to {origin}: remove it, or drop the --reuse")
+    link.symlink_to(origin, target_is_directory=origin.is_dir())
 
 
 def compare_arms(runs: Path, arms: list[str], seeds: list[int]) -> dict[str, Any]:

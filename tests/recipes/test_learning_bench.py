@@ -107,7 +107,7 @@ def test_reuse_links_an_earlier_runs_finished_seeds(bench, tmp_path):
     with pytest.raises(FileNotFoundError, match="no seed_N directory of seeds"):
         bench.link_finished_seeds(earlier, runs, [1, 2])
     (tmp_path / "other" / "seed_0").mkdir(parents=True)
-    with pytest.raises(FileExistsError, match="drop this --reuse"):  # never silently swap a seed's run
+    with pytest.raises(FileExistsError, match="drop the --reuse"):  # never silently swap a seed's run
         bench.link_finished_seeds(tmp_path / "other", runs, [0])
     (runs / "seed_2").mkdir()
     _write(earlier / "seed_2" / "eval_grpo.jsonl", [_episode("a", 0)])
@@ -117,6 +117,16 @@ def test_reuse_links_an_earlier_runs_finished_seeds(bench, tmp_path):
 
 def test_reuse_values_are_not_taken_for_config_overrides(bench):
     argv = ["--seeds", "0", "4", "max_steps=60", "--reuse", "composite=runs/a=b", "--reuse=paper=runs/p", "x.y=1"]
-    options, overrides = bench.split_overrides(argv)
+    options, overrides = bench.split_overrides([*argv, "--runs", "runs/k=v"], bench.build_parser())
     assert overrides == ["max_steps=60", "x.y=1"]
-    assert options == ["--seeds", "0", "4", "--reuse", "composite=runs/a=b", "--reuse=paper=runs/p"]
+    # any one-value option keeps its value, not only --reuse; --seeds takes many, so what follows it is an override
+    assert options == [
+        "--seeds",
+        "0",
+        "4",
+        "--reuse",
+        "composite=runs/a=b",
+        "--reuse=paper=runs/p",
+        "--runs",
+        "runs/k=v",
+    ]
