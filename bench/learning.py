@@ -9,6 +9,8 @@ GRPO policy plays the same held-out tasks with the same sampling seeds, so arms 
 * ``composite``    — the shipped reward (``reward.mode=composite``, terms read by their effects);
 * ``answer_only``  — R = R_task + penalties (``reward.mode=answer_only``);
 * ``paper``        — the composite with the paper's literal terms (``reward.terms=paper``);
+* ``current``      — the composite with storage judged against every fact the task holds true and maintenance
+  paid for stale facts brought up to date (``reward.terms=current``; synthetic tasks);
 * ``penalty_stage3``, ``std_floor_0.05``, ``std_floor_0.1`` — the composite with the round-limit penalty on
   Stage-3 rounds only, or an advantage std floor: the settings whose defaults this comparison chose;
 * ``stage_tools_paper`` — the composite with each stage offering only the paper's tools
@@ -51,6 +53,7 @@ ARMS: dict[str, list[str]] = {
     "composite": ["reward.mode=composite", "reward.terms=effects"],
     "answer_only": ["reward.mode=answer_only"],
     "paper": ["reward.mode=composite", "reward.terms=paper"],
+    "current": ["reward.mode=composite", "reward.terms=current"],
     "penalty_stage3": ["reward.mode=composite", "reward.round_limit_scope=stage3"],
     "std_floor_0.05": ["reward.mode=composite", "grpo.advantage_std_floor=0.05"],
     "std_floor_0.1": ["reward.mode=composite", "grpo.advantage_std_floor=0.1"],

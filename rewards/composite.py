@@ -10,12 +10,29 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from agemem.core.configlib import ConfigError
 from agemem.rewards import terms
 from agemem.rewards.base import AnswerItem, Judge, MemoryItem, RelevanceItem
 from agemem.rewards.config import RewardConfig
 from agemem.rewards.registry import extra_terms
 from agemem.rollouts.records import Step, Task, Trajectory
+
+if TYPE_CHECKING:
+    from agemem.core.env import MemoryOpRecord
+
+
+@dataclass(frozen=True)
+class MaintenanceEvidence:
+    """What the maintenance readings read of one trajectory."""
+
+    ops: Sequence[MemoryOpRecord]
+    """its memory operations, in order."""
+    supersessions: tuple[terms.Supersession, ...]
+    """the task's facts that a later message changed (``reward.terms=current``; empty otherwise)."""
+    shown_at: Mapping[str, int]
+    """per changing sentence, the first env step whose prompt held it (:func:`change_shown_at`)."""
 
 
 @dataclass(frozen=True)
@@ -23,31 +40,88 @@ class TermReadings:
     """How the call-based terms read an episode (``reward.terms``; see :mod:`agemem.rewards.terms`)."""
 
     management_steps: Callable[..., list[int]]
-    maintenance_count: Callable[..., int]
     preservation_items: Callable[..., list[str]]
     stored_entries: Callable[..., list[str]]
-    maintenance_reward: Callable[[int, float, float], float]
-    """R_maintenance from (maintenance counted, Q_stage1 = R_storage, Q_final)."""
+    maintenance: Callable[[MaintenanceEvidence, float, float], tuple[int, float]]
+    """(maintenance counted, R_maintenance) from the evidence, Q_stage1 = R_storage and Q_final."""
     context_state_share: Callable[[float | None], float]
     """the share of R_compression and R_preservation paid, from the answer's judge score (None: no answer)."""
+    storage_facts: Callable[[Task], tuple[tuple[str, ...], tuple[terms.Supersession, ...]]]
+    """(the sentences the judge scores stored entries against, the superseded facts that zero an entry)."""
+
+
+def maintenance_paper(evidence: MaintenanceEvidence, quality_stage1: float, quality_final: float) -> tuple[int, float]:
+    """Every successful Update/Delete counts; R_maintenance = 1 when one did (Eq. 24's letter)."""
+    count = terms.maintenance_count_paper(evidence.ops)
+    return count, terms.maintenance_reward_paper(count, quality_stage1, quality_final)
+
+
+def maintenance_effects(
+    evidence: MaintenanceEvidence, quality_stage1: float, quality_final: float
+) -> tuple[int, float]:
+    """Meanings changed in what a stage began with; R_maintenance = the judged quality that added."""
+    count = terms.maintenance_count_effective(evidence.ops)
+    return count, terms.maintenance_reward_effective(count, quality_stage1, quality_final)
+
+
+def maintenance_current(
+    evidence: MaintenanceEvidence, quality_stage1: float, quality_final: float
+) -> tuple[int, float]:
+    """Stale facts memory was brought up to date on; R_maintenance = their share of the facts that went stale."""
+    fixed, went_stale = terms.stale_facts_fixed(evidence.ops, evidence.supersessions, evidence.shown_at)
+    return fixed, terms.maintenance_reward_current(fixed, went_stale)
+
+
+def question_facts(task: Task) -> tuple[tuple[str, ...], tuple[terms.Supersession, ...]]:
+    """The question's supporting-fact sentences (Eq. 23: what the answer needs); nothing superseded."""
+    return tuple(f.text for f in task.supporting_facts), ()
+
+
+CURRENT_FACTS_KEY = "current_facts"
+"""``Task.metadata`` key: every fact the task holds true when Stage 1 ends, one sentence each."""
+SUPERSEDED_FACTS_KEY = "superseded_facts"
+"""``Task.metadata`` key: ``[{"stale": sentence, "by": the sentence that changed it}, ...]``."""
+
+
+def current_facts(task: Task) -> tuple[tuple[str, ...], tuple[terms.Supersession, ...]]:
+    """Every fact the task holds true after its last message, and those a later message changed
+    (``metadata["current_facts"]``, ``metadata["superseded_facts"]``; the synthetic family writes both)."""
+    if CURRENT_FACTS_KEY not in task.metadata:
+        raise ConfigError(
+            f"reward.terms=current judges memory against every fact a task holds true, and task {task.id!r} does not "
+            f"list them (metadata {CURRENT_FACTS_KEY!r} and {SUPERSEDED_FACTS_KEY!r}; the synthetic tasks do): use "
+            "reward.terms=effects for this data"
+        )
+    supersessions = tuple(
+        terms.Supersession(str(s["stale"]), str(s["by"])) for s in task.metadata.get(SUPERSEDED_FACTS_KEY, [])
+    )
+    return tuple(str(f) for f in task.metadata[CURRENT_FACTS_KEY]), supersessions
 
 
 TERM_READINGS: dict[str, TermReadings] = {
     "paper": TermReadings(
         terms.management_steps_paper,
-        terms.maintenance_count_paper,
         terms.preservation_items_paper,
         terms.stored_entries_paper,
-        terms.maintenance_reward_paper,
+        maintenance_paper,
         terms.context_state_share_paper,
+        question_facts,
     ),
     "effects": TermReadings(
         terms.management_steps_effective,
-        terms.maintenance_count_effective,
         terms.preservation_items_needed,
         terms.stored_entries_held,
-        terms.maintenance_reward_effective,
+        maintenance_effects,
         terms.context_state_share_by_answer,
+        question_facts,
+    ),
+    "current": TermReadings(
+        terms.management_steps_effective,
+        terms.preservation_items_needed,
+        terms.stored_entries_held,
+        maintenance_current,
+        terms.context_state_share_by_answer,
+        current_facts,
     ),
 }
 ROUND_LIMIT_SCOPES: dict[str, Callable[[Sequence[dict]], bool]] = {
@@ -88,6 +162,19 @@ def answer_context_text(trajectory: Trajectory, step: Step | None) -> str:
     return step.prompt_text.replace(trajectory.question, "") if step else ""
 
 
+def change_shown_at(trajectory: Trajectory, sentences: Sequence[str]) -> dict[str, int]:
+    """Per sentence, the env step (k for the k-th agent step; memory operations carry the same count) whose prompt
+    first carried it (:func:`terms.carries`); a sentence no prompt carried is absent."""
+    shown: dict[str, int] = {}
+    for number, step in enumerate(trajectory.action_steps, start=1):
+        for sentence in sentences:
+            if sentence not in shown and terms.carries(step.prompt_text, sentence):
+                shown[sentence] = number
+        if len(shown) == len(set(sentences)):
+            break
+    return shown
+
+
 def score_trajectories(
     trajectories: Sequence[Trajectory],
     tasks: Mapping[str, Task],
@@ -103,10 +190,11 @@ def score_trajectories(
             judge.answer_scores([AnswerItem(t.question, t.answer or "", t.gold_answer) for t in answered]),
         )
     )
-    stored = TERM_READINGS[config.terms].stored_entries
-    entries = {id(t): stored(t.stats.memory_ops) for t in trajectories}
+    reading = TERM_READINGS[config.terms]
+    entries = {id(t): reading.stored_entries(t.stats.memory_ops) for t in trajectories}
     finals = {id(t): terms.stage1_entries_at_end(t.stats.memory_ops) for t in trajectories}
-    facts_of = {id(t): tuple(f.text for f in tasks[t.task_id].supporting_facts) for t in trajectories}
+    judged = {task_id: reading.storage_facts(tasks[task_id]) for task_id in {t.task_id for t in trajectories}}
+    facts_of = {id(t): judged[t.task_id][0] for t in trajectories}
     # one judge call per distinct (entry, supporting facts): an entry storage judged and still held at the end, or
     # stored by several rollouts of a task, is scored once
     memory_items = list(
@@ -121,8 +209,13 @@ def score_trajectories(
 
     breakdowns = []
     for trajectory in trajectories:
-        entry_scores = [memory_scores[MemoryItem(c, facts_of[id(trajectory)])] for c in entries[id(trajectory)]]
-        final_scores = [memory_scores[MemoryItem(c, facts_of[id(trajectory)])] for c in finals[id(trajectory)]]
+        facts_judged, supersessions = judged[trajectory.task_id]
+        entry_scores, final_scores = (
+            terms.zero_stale_entries(
+                contents, [memory_scores[MemoryItem(c, facts_judged)] for c in contents], supersessions
+            )
+            for contents in (entries[id(trajectory)], finals[id(trajectory)])
+        )
         retrieval_scores = [next(relevance_scores) for _ in retrievals[id(trajectory)]]
         facts = [f.text for f in tasks[trajectory.task_id].supporting_facts if f.text]
         breakdown = reward_breakdown(
@@ -134,6 +227,7 @@ def score_trajectories(
             token_budget,
             facts,
             final_scores=final_scores,
+            supersessions=supersessions,
         )
         trajectory.reward = breakdown
         breakdowns.append(breakdown)
@@ -150,6 +244,7 @@ def reward_breakdown(
     facts: Sequence[str] = (),
     *,
     final_scores: Sequence[float] = (),
+    supersessions: Sequence[terms.Supersession] = (),
 ) -> dict[str, float]:
     """Every term and sub-term of one trajectory, given the judge's scores for it and its task's supporting-fact
     sentences (``facts``: what preservation looks for under ``reward.terms=effects``).
@@ -157,7 +252,8 @@ def reward_breakdown(
     ``entry_scores`` are the scores of the entries storage judges (``TermReadings.stored_entries``), ``final_scores``
     those of the entries Stage 1 stored as the episode ended them (:func:`terms.stage1_entries_at_end`), from which
     Q_final is computed for maintenance under ``effects`` (:func:`terms.maintenance_reward_effective`); none (a caller
-    that judges no memory, as a game) gives Q_final = 0, so maintenance pays nothing there under ``effects``."""
+    that judges no memory, as a game) gives Q_final = 0, so maintenance pays nothing there under ``effects``;
+    ``supersessions``: the task's facts a later message changed (``reward.terms=current``'s maintenance)."""
     stats = trajectory.stats
     reading = TERM_READINGS[config.terms]
     step = answer_step(trajectory)
@@ -165,7 +261,6 @@ def reward_breakdown(
     context_text = answer_context_text(trajectory, step)
     summaries = terms.summary_sources(stats.prompt_context or [], stats.summaries)
     management = reading.management_steps(stats.summaries, stats.filters, stats.resets)
-    maintained = reading.maintenance_count(stats.memory_ops)
     items = reading.preservation_items(trajectory.question, facts, trajectory.distractors)
     round_limit_hit = ROUND_LIMIT_SCOPES[config.round_limit_scope](trajectory.limit_hits)
 
@@ -177,7 +272,10 @@ def reward_breakdown(
     r_context = terms.context_reward(compression, preventive, preservation)
     storage = terms.storage_reward(entry_scores, config.storage_threshold)
     quality_final = terms.storage_reward(final_scores, config.storage_threshold)
-    maintenance = reading.maintenance_reward(maintained, storage, quality_final)
+    evidence = MaintenanceEvidence(
+        stats.memory_ops, tuple(supersessions), change_shown_at(trajectory, [s.by for s in supersessions])
+    )
+    maintained, maintenance = reading.maintenance(evidence, storage, quality_final)
     relevance = terms.relevance_reward(retrieval_scores)
     r_memory = terms.memory_reward(storage, maintenance, relevance)
     violations = sum(len(s.violations) for s in trajectory.action_steps)

@@ -75,11 +75,13 @@ class RewardConfig:
     """weight of R_context (paper: 1/3)."""
     w_memory: float = 1 / 3
     """weight of R_memory (paper: 1/3)."""
-    terms: Literal["effects", "paper"] = "effects"
+    terms: Literal["effects", "paper", "current"] = "effects"
     """how preventive, preservation, storage and maintenance read the episode: effects counts a Summary/Filter whose
     shortening of the context survives to the answer, the key items of the supporting facts that no distractor
     carries, the distinct entries memory held after Stage 1, and an Update/Delete that changed a meaning memory held;
-    paper counts every call, the question's key items and every Stage-1 add (Eqs. 20, 21, 23, 24 to the letter)."""
+    paper counts every call, the question's key items and every Stage-1 add (Eqs. 20, 21, 23, 24 to the letter);
+    current is effects with storage judged against every fact the task holds true (a stale entry scores 0) and
+    maintenance paid for the share of stale entries brought up to date (tasks that list their facts: synthetic)."""
     round_limit_penalty: float = -1.0
     """added when a round limit in round_limit_scope was hit (paper: -1)."""
     round_limit_scope: Literal["all", "stage3"] = "all"

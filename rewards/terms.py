@@ -20,6 +20,10 @@ of what memory holds, and only what the question needs, counts):
 | maintenance pays | :func:`maintenance_reward_paper` | :func:`maintenance_reward_effective` |
 | compression, preservation paid | :func:`context_state_share_paper` | :func:`context_state_share_by_answer` |
 
+A third reading, ``current``, is ``effects`` with storage judged against every fact the task holds true
+(:func:`zero_stale_entries`: a stale entry scores 0) and maintenance paid for the superseded facts memory was
+brought up to date on (:func:`stale_facts_fixed`, :func:`maintenance_reward_current`), for tasks that list them.
+
 Both readings look for preservation items in the same place, :func:`kept_context_text`, with the same matcher,
 :func:`contains_item` (whole words; never the system prompt, the tool schemas or the agent's own messages).
 """
@@ -29,6 +33,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agemem.core.context import SUMMARY_PREFIX
@@ -503,6 +508,76 @@ def stage1_entries_at_end(ops: Sequence[MemoryOpRecord]) -> list[str]:
         if memory_id in built:
             entries.setdefault(meaning(text), text)
     return list(entries.values())
+
+
+@dataclass(frozen=True)
+class Supersession:
+    """One fact a later message of the task changed: ``stale`` (as first stated) and ``by`` (the sentence that
+    changed it), from the task's ``metadata["superseded_facts"]``."""
+
+    stale: str
+    by: str
+
+
+def carries(content: str, sentence: str) -> bool:
+    """Whether ``content`` states ``sentence`` word for word up to formatting (:func:`meaning` contained as whole
+    words). "Ada lives in Oslo. Ada plays chess." carries "ada lives in oslo"; "Ada has moved to Lima." does not."""
+    wanted = meaning(sentence)
+    return bool(wanted) and f" {wanted} " in f" {meaning(content)} "
+
+
+def is_stale(content: str, supersessions: Sequence[Supersession]) -> bool:
+    """Whether ``content`` states a fact that a later message of the task changed."""
+    return any(carries(content, s.stale) for s in supersessions)
+
+
+def zero_stale_entries(
+    contents: Sequence[str], scores: Sequence[float], supersessions: Sequence[Supersession]
+) -> list[float]:
+    """The judge's score of each stored entry against the task's current facts, 0 for an entry that states a
+    superseded fact (``reward.terms=current``): a stale entry misinforms whatever else it carries."""
+    return [0.0 if is_stale(c, supersessions) else score for c, score in zip(contents, scores, strict=True)]
+
+
+def stale_facts_fixed(
+    ops: Sequence[MemoryOpRecord], supersessions: Sequence[Supersession], shown_at: Mapping[str, int]
+) -> tuple[int, int]:
+    """(fixed, went_stale) over the task's superseded facts, replaying the episode's successful memory operations.
+
+    A superseded fact S *went stale* in memory when an add or update wrote an entry stating it (:func:`carries`)
+    before the message changing it was shown (``shown_at[S.by]``: the first env step whose prompt held that message;
+    absent: never shown, so S is not stale yet). It is *fixed* when the episode ends with no entry stating S and one
+    stating the change (S.by): rewritten in place, or deleted and the change stored. So nothing done to content that
+    was never true counts (junk added and deleted), nor a stale sentence stored when its change was already in view
+    (a farm: store the old text, then fix it), nor a stale entry deleted and stored again, nor a fix that loses the
+    change (the stale entry deleted, or rewritten to something else, and the change never stored)."""
+    held: dict[str, str] = {}
+    went_stale: set[Supersession] = set()
+    for op in ops:
+        if not op.ok or op.memory_id is None:
+            continue
+        if op.op == "delete":
+            held.pop(op.memory_id, None)
+            continue
+        held[op.memory_id] = op.content
+        went_stale |= {s for s in supersessions if op.step < shown_at.get(s.by, -1) and carries(op.content, s.stale)}
+    final = list(held.values())
+    fixed = [
+        s
+        for s in went_stale
+        if not any(carries(text, s.stale) for text in final) and any(carries(text, s.by) for text in final)
+    ]
+    return len(fixed), len(went_stale)
+
+
+def maintenance_reward_current(fixed: int, went_stale: int) -> float:
+    """R_maintenance by the task's ground truth (``reward.terms=current``): the share of the facts that went stale
+    in memory that memory ends up to date on, fixed / went_stale (:func:`stale_facts_fixed`), 0 when none did.
+
+    Eq. 24's indicator pays any Update/Delete; this pays what its Appendix B.1 example describes (an entry updated
+    because the fact it holds changed) and nothing else, in any stage, a fix within Stage 1 included (the
+    ``effects`` count, per stage, cannot see one: it compares what a stage began and ended with)."""
+    return fixed / went_stale if went_stale else 0.0
 
 
 def context_reward(compression: float, preventive: float, preservation: float) -> float:

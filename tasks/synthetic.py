@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agemem.core.configlib import ConfigError
+from agemem.rewards.composite import CURRENT_FACTS_KEY, SUPERSEDED_FACTS_KEY
 from agemem.rollouts.records import Paragraph, SupportingFact, Task
 from agemem.tasks.base import Evaluation, register_task
 from agemem.tasks.qa import QATask
@@ -367,6 +368,23 @@ def _draw_task(rng: random.Random, seed: int, index: int, shape: _Shape) -> Task
         answer = facts[entity][asked.name]
         support = SupportingFact(entity, list(facts[entity]).index(asked.name), asked.state(entity, answer))
 
+    # what reward.terms=current judges memory against: every person's facts as they stand after the last message
+    superseded = [
+        {
+            "stale": BY_NAME[c["attribute"]].state(c["entity"], c["old"]),
+            "by": BY_NAME[c["attribute"]].revise(c["entity"], c["new"]),
+        }
+        for c in changes
+    ]
+    changed_now = {
+        (c["entity"], c["attribute"]): BY_NAME[c["attribute"]].revise(c["entity"], c["new"]) for c in changes
+    }
+    current = [
+        changed_now.get((name, key), BY_NAME[key].state(name, value))
+        for name in names
+        for key, value in facts[name].items()
+    ]
+
     texts: list[str] = []
     pending: list[str] = []  # the sentences of the distractor being written
     attempts = 0
@@ -399,6 +417,8 @@ def _draw_task(rng: random.Random, seed: int, index: int, shape: _Shape) -> Task
             "entity": entity,
             "attribute": asked.name,
             **({"revisions": changes} if changes else {}),
+            CURRENT_FACTS_KEY: current,
+            SUPERSEDED_FACTS_KEY: superseded,
         },
         distractors=texts,
     )

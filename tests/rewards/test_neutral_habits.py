@@ -62,6 +62,7 @@ class Plays:
                 trajectories,
                 score(trajectories, self.tasks, "effects"),
                 score(trajectories, self.tasks, "paper"),
+                score(trajectories, self.tasks, "current"),
             )
         return self._plays[key]
 
@@ -71,24 +72,41 @@ def plays(qwen_tokenizer):
     return Plays(generate_synthetic_tasks(2, seed=4), qwen_tokenizer)
 
 
+@pytest.fixture(scope="module")
+def revised_plays(qwen_tokenizer):
+    """Tasks where a later Stage-1 message changes a fact: the agents that store every message hold a stale entry,
+    the habits act on it too, and ``reward.terms=current`` judges it (0) and pays only its fix."""
+    return Plays(generate_synthetic_tasks(2, seed=4, revisions=1, restate_unchanged=True), qwen_tokenizer)
+
+
+EFFECTS, PAPER, CURRENT = 1, 2, 3
+"""the index of each reading's breakdowns in a play."""
+
+
 def gains(plays, agent: str, habit: Habit, reading: int) -> list[float]:
-    """Per task: the total with the habit minus without (``reading`` 1: effects, 2: paper)."""
+    """Per task: the total with the habit minus without (``reading``: EFFECTS, PAPER or CURRENT)."""
     with_habit, without = plays(agent, habit)[reading], plays(agent)[reading]
     return [h["total"] - b["total"] for h, b in zip(with_habit, without)]
 
 
 @pytest.mark.parametrize("habit", HABITS, ids=[h.label for h in HABITS])
 @pytest.mark.parametrize("agent", list(AGENTS))
-def test_no_neutral_habit_raises_the_reward(plays, agent, habit):
-    trajectories, _, _ = plays(agent, habit)
-    honest, _, _ = plays(agent)
+@pytest.mark.parametrize(
+    ("task_set", "reading"),
+    [("plays", EFFECTS), ("plays", CURRENT), ("revised_plays", EFFECTS), ("revised_plays", CURRENT)],
+    ids=["effects", "current", "effects-revised", "current-revised"],
+)
+def test_no_neutral_habit_raises_the_reward(request, task_set, reading, agent, habit):
+    plays = request.getfixturevalue(task_set)
+    trajectories = plays(agent, habit)[0]
+    honest = plays(agent)[0]
     # the habit happened: more tool calls than the honest play, no round limit reached, the same answers
     assert all(calls_made(h) > calls_made(b) for h, b in zip(trajectories, honest))
     assert all(not t.limit_hits and t.answer == b.answer for t, b in zip(trajectories, honest))
     if "summary_verbatim" in habit.moves:
-        assert max(gains(plays, agent, habit, 1)) <= restated_framing_gain(plays, agent, habit)
+        assert max(gains(plays, agent, habit, reading)) <= restated_framing_gain(plays, agent, habit, reading)
     else:
-        assert max(gains(plays, agent, habit, 1)) <= TOLERANCE
+        assert max(gains(plays, agent, habit, reading)) <= TOLERANCE
 
 
 FRAMING_TOKENS = 8
@@ -97,12 +115,12 @@ FRAMING_TOKENS = 8
 BUDGET = 4000  # habits.py's env.context.max_context_tokens
 
 
-def restated_framing_gain(plays, agent: str, habit: Habit) -> float:
+def restated_framing_gain(plays, agent: str, habit: Habit, reading: int = EFFECTS) -> float:
     """A summary restating its span word for word puts the span into one message: the answer's context is shorter by
     the framing of the messages it merged, and compression (1/3 of R_context, itself 1/3 of R) pays for those tokens
     and for nothing else (most often the call costs more than it saves). Checks that no other term moved and at most
     FRAMING_TOKENS were saved; returns the most that may pay: (1/3)(1/3) * 8 / 4000 = 2.2e-4."""
-    for with_habit, without in zip(plays(agent, habit)[1], plays(agent)[1]):
+    for with_habit, without in zip(plays(agent, habit)[reading], plays(agent)[reading]):
         assert without["context/tokens_used"] - with_habit["context/tokens_used"] <= FRAMING_TOKENS
         for term in ("task", "context/preventive", "context/preservation", "memory", "penalty"):
             assert with_habit[term] == pytest.approx(without[term], abs=TOLERANCE), term
@@ -167,3 +185,11 @@ def test_no_neutral_habit_raises_the_reward_on_more_tasks(qwen_tokenizer, seed):
         if gain > allowed(agent, habit)
     ]
     assert raised == []
+
+
+def test_the_revised_tasks_hold_a_stale_entry_that_only_a_fix_would_pay(revised_plays):
+    # every agent that stores each Stage-1 message holds the stale one: of its 4 entries (3 people and the change)
+    # the stale one scores 0 under current, and nothing fixed it, so no habit above could have collected maintenance
+    # by an accident of the tasks
+    for breakdown in revised_plays("never manages")[CURRENT]:
+        assert breakdown["memory/storage"] == pytest.approx(3 / 4) and breakdown["memory/maintenance"] == 0.0
