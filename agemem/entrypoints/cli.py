@@ -132,7 +132,12 @@ def _cmd_learn(args: argparse.Namespace) -> int:
     if args.bundle_warm_start:
         from agemem.recipes.learn.bundle import bundle_warm_start
 
-        manifest = bundle_warm_start(config, args.bundle_warm_start, progress=config.logging.progress)
+        # the manifest names the command that rebuilds it: this one, a variant recipe's config and overrides included
+        config_args = ["--config", args.config] if args.config else []
+        command = shlex.join(
+            ["agemem", "learn", *config_args, *overrides, "--bundle-warm-start", args.bundle_warm_start]
+        )
+        manifest = bundle_warm_start(config, args.bundle_warm_start, progress=config.logging.progress, command=command)
         print(f"warm start of seed {manifest['seed']} bundled in {args.bundle_warm_start} (MANIFEST.json: its hashes)")
         return 0
     report = learn(config, progress=config.logging.progress)

@@ -36,9 +36,12 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def bundle_warm_start(config: LearnRunConfig, destination: str | Path, *, progress: bool = True) -> dict[str, Any]:
+def bundle_warm_start(
+    config: LearnRunConfig, destination: str | Path, *, progress: bool = True, command: str = ""
+) -> dict[str, Any]:
     """Train (or read back) the warm start of ``config.learn.seeds[0]`` and copy it into ``destination``;
-    return the manifest written beside it."""
+    return the manifest written beside it. ``command``: the command that built it, recorded as the manifest's
+    ``rebuild`` (default: the shipped recipe's)."""
     import tokenizers
     import torch
     import transformers
@@ -66,7 +69,7 @@ def bundle_warm_start(config: LearnRunConfig, destination: str | Path, *, progre
     manifest = {
         "what": "agemem learn's warm start (policy and tokenizer) for one seed; "
         "docs/learning.md#a-first-run-grpo-from-the-bundled-warm-start",
-        "rebuild": f"agemem learn --config configs/learn_cpu.yaml --bundle-warm-start {destination}",
+        "rebuild": command or f"agemem learn --config configs/learn_cpu.yaml --bundle-warm-start {destination}",
         "seed": seed,
         "files": {name: sha256(staging / name) for name in BUNDLED_FILES},
         "built_with": {  # the bundling process's: a rebuild writes the same bytes on the same

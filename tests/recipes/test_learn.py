@@ -4,6 +4,7 @@ weights, the report, table and plot are written, and a finished seed is never re
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import pytest
@@ -144,6 +145,13 @@ def test_a_given_warm_start_skips_stages_1_to_3_and_trains_from_it(learned, tmp_
     assert check_bundle(bundle) == ["model.safetensors"]
     bundle_warm_start(config, bundle, progress=False)  # rebuilt: the same bytes again
     assert check_bundle(bundle) == [] and json.loads((bundle / "MANIFEST.json").read_text()) == manifest
+    # from the command line the manifest names the command that built it, overrides and all, so a variant recipe's
+    # bundle says how to rebuild it (it said configs/learn_cpu.yaml whatever the config was)
+    argv = ["learn", "--config", "configs/learn_cpu.yaml", f"output_dir={learned}", *FAST]
+    assert main([*argv, "--bundle-warm-start", str(tmp_path / "cli bundle")]) == 0
+    from_cli = json.loads((tmp_path / "cli bundle" / "MANIFEST.json").read_text())
+    assert from_cli["rebuild"] == shlex.join(["agemem", *argv, "--bundle-warm-start", str(tmp_path / "cli bundle")])
+    assert from_cli["files"] == manifest["files"]
 
     out = tmp_path / "from_bundle"
     assert (
