@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import shutil
 import sys
 from pathlib import Path
@@ -204,7 +205,7 @@ def _link(origin: Path, link: Path) -> None:
 def compare_arms(runs: Path, arms: list[str], seeds: list[int]) -> dict[str, Any]:
     """Each arm's held-out EM against the first arm's, paired by task (same tasks, same sampling seeds,
     same warm start), per seed, across seeds (t over per-seed means) and pooled (t over all pairs)."""
-    from agemem.recipes.learn.evaluate import ci_dict, mean_scores, paired_differences, read_scores
+    from agemem.recipes.learn.evaluate import USEFUL_USE, ci_dict, mean_scores, paired_differences, read_scores
 
     base_arm = arms[0]
     scores = {arm: {s: read_scores(runs / arm / f"seed_{s}" / "eval_grpo.jsonl") for s in seeds} for arm in arms}
@@ -226,6 +227,13 @@ def compare_arms(runs: Path, arms: list[str], seeds: list[int]) -> dict[str, Any
             "pooled": ci_dict(pooled),
             "pairs": len(pooled),
         }
+    # each tool's useful use, paired the same way and pooled over the seeds' tasks: None where a file lacks it
+    useful_use = {}
+    for arm in arms[1:]:
+        useful_use[f"{arm} - {base_arm}"] = {}
+        for tool, metric in USEFUL_USE.items():
+            pairs = [d for s in seeds for d in paired_differences(scores[base_arm][s], scores[arm][s], metric)]
+            useful_use[f"{arm} - {base_arm}"][tool] = None if any(math.isnan(d) for d in pairs) else ci_dict(pairs)
     return {
         "what": "held-out EM of GRPO policies trained from the same warm start with different rewards, "
         "paired by task and sampling seed (bench/learning.py --ablation)",
@@ -237,6 +245,7 @@ def compare_arms(runs: Path, arms: list[str], seeds: list[int]) -> dict[str, Any
             arm: {m: sum(v[m] for v in per.values()) / len(per) for m in LEARNED} for arm, per in learned.items()
         },
         "em_difference": differences,
+        "useful_use_difference_pooled": useful_use,
         "training_em": {arm: {str(s): training_em(runs / arm / f"seed_{s}") for s in seeds} for arm in arms},
     }
 

@@ -42,6 +42,8 @@ GRPO_STEP_KEYS = (
     "episode/memory_adds",
     "episode/summaries",
     "episode/filters",
+    "reward/memory/maintained",
+    "reward/memory/maintenance",
     "time/rollout_s",
     "time/update_s",
     "time/step_s",

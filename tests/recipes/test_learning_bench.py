@@ -78,12 +78,34 @@ def test_arms_are_compared_per_task_across_seeds_and_pooled(bench, tmp_path):
     assert comparison["learned_mean"]["answer_only"]["updated_stale"] == 0.25
     assert math.isnan(comparison["learned_mean"]["composite"]["updated_stale"])  # files without the metric
     assert math.isclose(comparison["learned_mean"]["answer_only"]["em"], (1.0 + 0.5) / 2)
+    # files without a tool's metric (composite's lack updated_stale) give no difference, not NaN
+    useful = comparison["useful_use_difference_pooled"]["answer_only - composite"]
+    assert useful["Update/Delete"] is None and useful["Retrieve"] is None
     table = bench.arms_table(comparison)
     composite_cells, answer_only_cells = table.columns[2]._cells, table.columns[3]._cells
     assert "+0.500 [" in answer_only_cells[len(bench.LEARNED)]  # seed 0's difference, in the answer_only column
     assert not any("[" in cell for cell in composite_cells)
     bench.plot_arms(comparison, tmp_path / "arms.png")
     assert (tmp_path / "arms.png").stat().st_size > 0
+
+
+def test_each_tools_useful_use_is_compared_per_task_and_pooled(bench, tmp_path):
+    tools = {"retrieved_before_answer": 1.0, "managed_context": 0.0}
+    # current fixes the stale entry on tasks a and c where composite fixed it on c only: (+1, 0, 0, 0) over 2 seeds
+    runs = {
+        ("composite", 0): [_episode("a", 0, updated_stale=0.0, **tools), _episode("b", 0, updated_stale=0.0, **tools)],
+        ("current", 0): [_episode("a", 1, updated_stale=1.0, **tools), _episode("b", 0, updated_stale=0.0, **tools)],
+        ("composite", 1): [_episode("c", 1, updated_stale=1.0, **tools), _episode("d", 0, updated_stale=0.0, **tools)],
+        ("current", 1): [_episode("c", 1, updated_stale=1.0, **tools), _episode("d", 0, updated_stale=0.0, **tools)],
+    }
+    for (arm, seed), rows in runs.items():
+        _write(tmp_path / arm / f"seed_{seed}" / "eval_grpo.jsonl", rows)
+        _write(tmp_path / arm / f"seed_{seed}" / "eval_warm_start.jsonl", [_episode(r["task_id"], 0) for r in rows])
+    useful = bench.compare_arms(tmp_path, ["composite", "current"], [0, 1])["useful_use_difference_pooled"]
+    update = useful["current - composite"]["Update/Delete"]
+    # mean (1 + 0 + 0 + 0) / 4 = 0.25; sd 0.5, t(0.975, 3) = 3.182: 0.25 +- 3.182 * 0.5 / 2 = [-0.546, +1.046]
+    assert update["mean"] == 0.25 and update["high"] == pytest.approx(1.046, abs=1e-3)
+    assert useful["current - composite"]["Retrieve"]["mean"] == 0.0
 
 
 def test_arms_must_score_the_same_held_out_tasks(bench, tmp_path):

@@ -77,6 +77,10 @@ CASES = [
     ([add(1, "m1", STALE.stale), delete(4, "m1")], (0, 1)),  # deleted, the change lost: not up to date
     ([add(1, "m1", STALE.stale), update(4, "m1", OTHER)], (0, 1)),  # rewritten to something else
     ([add(1, "m1", STALE.stale), add(4, "m2", STALE.by)], (0, 1)),  # the change beside the stale entry
+    (
+        [add(1, "m1", STALE.stale), add(2, "m2", OTHER), update(4, "m2", STALE.by)],
+        (0, 1),
+    ),  # another's entry overwritten
     ([add(1, "m1", STALE.stale), delete(4, "m1"), add(4, "m2", STALE.stale), add(4, "m3", STALE.by)], (0, 1)),
     ([add(4, "m1", STALE.stale), update(5, "m1", STALE.by)], (0, 0)),  # stored with the change in view: a farm
     ([add(1, "m1", "zebra quasar"), delete(2, "m1")], (0, 0)),  # junk was never true
