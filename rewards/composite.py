@@ -124,6 +124,16 @@ TERM_READINGS: dict[str, TermReadings] = {
         current_facts,
     ),
 }
+
+
+def check_readable(config: RewardConfig, tasks: Sequence[Task]) -> None:
+    """Raise now, before any rollout, the error the reading would raise at the first scoring for a task it cannot
+    read (``reward.terms=current`` on tasks that do not list their facts)."""
+    reading = TERM_READINGS[config.terms]
+    for task in tasks:
+        reading.storage_facts(task)
+
+
 ROUND_LIMIT_SCOPES: dict[str, Callable[[Sequence[dict]], bool]] = {
     "all": terms.round_limit_hits_all,
     "stage3": terms.round_limit_hits_stage3,

@@ -47,6 +47,7 @@ from agemem.core.runs import (
     scan_checkpoints,
 )
 from agemem.rewards.base import TrajectoryScorer
+from agemem.rewards.composite import check_readable
 from agemem.rollouts.build import build_driver, build_engine, build_resources
 from agemem.rollouts.config import PolicyConfig
 from agemem.rollouts.distractors import build_distractor_generator, distractor_cache, prepare_distractors
@@ -253,6 +254,7 @@ class TrainRun:
         self.tasks, pool = load_task_pool(config)
         if not self.tasks:
             raise ConfigError(f"data.source={config.data.source!r} gave no tasks")
+        check_readable(config.reward, self.tasks)  # a reading that cannot score these tasks fails before any rollout
         self.resources = build_resources(config.env, self.tokenizer)
         self.distractor_generator = (
             build_distractor_generator(

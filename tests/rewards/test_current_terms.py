@@ -177,3 +177,16 @@ def test_a_deleting_fixer_is_paid_as_the_overwriting_one(qwen_tokenizer, revised
     deleter = ExpertHabits(1.0, 0.0, 1.0, update_stale=1.0, maintenance="delete", whole_message=True)
     _, scores = play_and_score(qwen_tokenizer, revised, deleter)
     assert all((s["memory/storage"], s["memory/maintenance"]) == (1.0, 1.0) for s in scores)
+
+
+def test_training_refuses_a_reading_its_tasks_cannot_serve_before_any_rollout(tmp_path, capsys):
+    from agemem.entrypoints.cli import main
+    from tests.train.tiny_run import TINY
+
+    args = [*TINY, "data.source=bundled:hotpotqa", "data.limit=2", "reward.terms=current", f"output_dir={tmp_path}"]
+    with pytest.raises(SystemExit) as exit_:
+        main(["train", *args, "max_steps=1"])
+    assert exit_.value.code == 2  # a configuration error
+    err = capsys.readouterr().err
+    assert "reward.terms=current" in err and "use reward.terms=effects" in err
+    assert not (tmp_path / "trajectories.jsonl").exists() and not (tmp_path / "metrics.jsonl").exists()  # no step
