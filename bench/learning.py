@@ -284,16 +284,27 @@ def arms_table(comparison: dict[str, Any]) -> Table:
 
 
 def plot_arms(comparison: dict[str, Any], path: Path) -> None:
-    """Held-out EM per seed: the warm start and each arm's GRPO policy."""
+    """Left: held-out EM per seed, the warm start and each arm's GRPO policy. Right: each tool's useful use (the
+    mean over seeds), the same bars."""
     import matplotlib
 
     matplotlib.use("Agg")  # files only: no display on a server
     import matplotlib.pyplot as plt
 
+    from agemem.recipes.learn.evaluate import USEFUL_USE
+
     arms, seeds = list(comparison["arms"]), comparison["seeds"]
     bars = ["warm start", *arms]
     width = 0.8 / len(bars)
-    fig, ax = plt.subplots(figsize=(2 + 1.4 * len(seeds), 3.8))
+    fig, (ax, tools) = plt.subplots(
+        1, 2, figsize=(6 + 1.4 * len(seeds), 3.8), gridspec_kw={"width_ratios": [1 + 0.7 * len(seeds), 2.2]}
+    )
+    for i, name in enumerate(bars):
+        per_seed = comparison["warm_start"] if name == "warm start" else comparison["learned"][name]
+        values = [sum(per_seed[str(s)][metric] for s in seeds) / len(seeds) for metric in USEFUL_USE.values()]
+        tools.bar([x + (i - (len(bars) - 1) / 2) * width for x in range(len(USEFUL_USE))], values, width, label=name)
+    tools.set_xticks(range(len(USEFUL_USE)), list(USEFUL_USE), fontsize=8)
+    tools.set(ylabel="useful use, mean over seeds", ylim=(0, 1), title="each tool where it helps")
     for i, name in enumerate(bars):
         values = [
             comparison["warm_start"][str(s)]["em"]
@@ -303,7 +314,7 @@ def plot_arms(comparison: dict[str, Any], path: Path) -> None:
         ]
         ax.bar([x + (i - (len(bars) - 1) / 2) * width for x in range(len(seeds))], values, width, label=name)
     ax.set_xticks(range(len(seeds)), [f"seed {s}" for s in seeds])
-    ax.set(ylabel="held-out exact match", ylim=(0, 1), title="reward arms from the same warm start")
+    ax.set(ylabel="held-out exact match", ylim=(0, 1), title="arms from one warm start")
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
