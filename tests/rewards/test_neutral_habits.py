@@ -76,7 +76,7 @@ def plays(qwen_tokenizer):
 def revised_plays(qwen_tokenizer):
     """Tasks where a later Stage-1 message changes a fact: the agents that store every message hold a stale entry,
     the habits act on it too, and ``reward.terms=current`` judges it (0) and pays only its fix."""
-    return Plays(generate_synthetic_tasks(2, seed=4, revisions=1, restate_unchanged=True), qwen_tokenizer)
+    return Plays(generate_synthetic_tasks(1, seed=4, revisions=1, restate_unchanged=True), qwen_tokenizer)
 
 
 EFFECTS, PAPER, CURRENT = 1, 2, 3
@@ -93,8 +93,9 @@ def gains(plays, agent: str, habit: Habit, reading: int) -> list[float]:
 @pytest.mark.parametrize("agent", list(AGENTS))
 @pytest.mark.parametrize(
     ("task_set", "reading"),
-    [("plays", EFFECTS), ("plays", CURRENT), ("revised_plays", EFFECTS), ("revised_plays", CURRENT)],
-    ids=["effects", "current", "effects-revised", "current-revised"],
+    # current differs from effects in storage and maintenance, which only a changed fact tells apart
+    [("plays", EFFECTS), ("revised_plays", CURRENT)],
+    ids=["effects", "current-revised"],
 )
 def test_no_neutral_habit_raises_the_reward(request, task_set, reading, agent, habit):
     plays = request.getfixturevalue(task_set)
