@@ -176,6 +176,8 @@ def change_shown_at(trajectory: Trajectory, sentences: Sequence[str]) -> dict[st
     """Per sentence, the env step (k for the k-th agent step; memory operations carry the same count) whose prompt
     first carried it (:func:`terms.carries`); a sentence no prompt carried is absent."""
     shown: dict[str, int] = {}
+    if not sentences:  # every reading but current: nothing to look for, no prompt to read
+        return shown
     for number, step in enumerate(trajectory.action_steps, start=1):
         for sentence in sentences:
             if sentence not in shown and terms.carries(step.prompt_text, sentence):

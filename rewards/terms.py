@@ -551,17 +551,15 @@ def stale_facts_fixed(
     was never true counts (junk added and deleted), nor a stale sentence stored when its change was already in view
     (a farm: store the old text, then fix it), nor a stale entry deleted and stored again, nor a fix that loses the
     change (the stale entry deleted, or rewritten to something else, and the change never stored)."""
-    held: dict[str, str] = {}
-    went_stale: set[Supersession] = set()
-    for op in ops:
-        if not op.ok or op.memory_id is None:
-            continue
-        if op.op == "delete":
-            held.pop(op.memory_id, None)
-            continue
-        held[op.memory_id] = op.content
-        went_stale |= {s for s in supersessions if op.step < shown_at.get(s.by, -1) and carries(op.content, s.stale)}
-    final = list(held.values())
+    went_stale = {
+        s
+        for op in ops
+        if op.ok and op.op in ("add", "update")
+        for s in supersessions
+        if op.step < shown_at.get(s.by, -1) and carries(op.content, s.stale)
+    }
+    stages = _memory_at_stages(ops)
+    final = list(stages[-1][2].values()) if stages else []
     fixed = [
         s
         for s in went_stale
